@@ -1,0 +1,1 @@
+"""Agents: profiles, tmux-hosted agents and status detection (SPEC §4)."""

@@ -1,0 +1,103 @@
+"""The activity log: entries are stored as a message key + params and rendered in each reader's language.
+
+Apps add their message keys with register_messages({...}) next to the code that records them.
+"""
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone, translation
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import events
+from cocoon.actors import Actor
+from cocoon.models import ActivityEntry
+
+MESSAGES: dict[str, Any] = {}
+
+
+def register_messages(messages: dict[str, Any]) -> None:
+    duplicate = MESSAGES.keys() & messages.keys()
+    if duplicate:
+        raise ValueError(f"activity keys registered twice: {sorted(duplicate)}")
+    MESSAGES.update(messages)
+
+
+register_messages(
+    {
+        "settings.updated": _("Settings changed: %(keys)s."),
+        "settings.reset": _("Settings reset to defaults: %(keys)s."),
+        "secret.set": _("Secret %(name)s was saved."),
+        "secret.deleted": _("Secret %(name)s was deleted."),
+        "token.created": _("Token %(name)s (%(scope)s) was created."),
+        "token.revoked": _("Token %(name)s was revoked."),
+        "activity.pruned": _("%(count)s old activity entries were removed."),
+        "system.first_run": _("cocoon was set up for the first time."),
+    }
+)
+
+
+def render(key: str, params: dict[str, Any], language: str) -> str:
+    template = MESSAGES.get(key)
+    if template is None:
+        return key
+    with translation.override(language):
+        try:
+            return str(template) % params
+        except (KeyError, TypeError, ValueError):
+            return str(template)
+
+
+def serialize(entry: ActivityEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "key": entry.key,
+        "params": entry.params,
+        "actor": entry.actor,
+        "sandboxId": entry.sandbox_id or None,
+        "agentId": entry.agent_id or None,
+        "createdAt": entry.created_at.isoformat(),
+    }
+
+
+def record(
+    key: str,
+    params: dict[str, Any] | None = None,
+    *,
+    actor: Actor | None = None,
+    sandbox_id: str = "",
+    agent_id: str = "",
+) -> ActivityEntry:
+    if key not in MESSAGES:
+        raise ValueError(f"unregistered activity key {key}")
+    entry = ActivityEntry.objects.create(
+        key=key,
+        params=params or {},
+        actor=actor.label if actor else "",
+        sandbox_id=sandbox_id,
+        agent_id=agent_id,
+    )
+    events.publish("activity", serialize(entry), sandbox_id=sandbox_id, agent_id=agent_id)
+    return entry
+
+
+def list_entries(
+    *, limit: int = 50, before: int | None = None, sandbox_id: str = "", agent_id: str = ""
+) -> list[ActivityEntry]:
+    entries = ActivityEntry.objects.all()
+    if before is not None:
+        entries = entries.filter(id__lt=before)
+    if sandbox_id:
+        entries = entries.filter(sandbox_id=sandbox_id)
+    if agent_id:
+        entries = entries.filter(agent_id=agent_id)
+    return list(entries[:limit])
+
+
+def prune(older_than_days: int) -> int:
+    """Delete entries older than the given age; record how many went (if any)."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    count, _deleted = ActivityEntry.objects.filter(created_at__lt=cutoff).delete()
+    if count:
+        record("activity.pruned", {"count": count})
+    return count

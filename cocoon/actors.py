@@ -1,0 +1,26 @@
+from dataclasses import dataclass
+
+from cocoon.choices import TokenScope
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is calling: the token's id, name and scope."""
+
+    token_id: str
+    name: str
+    scope: str
+    is_authenticated = True  # what DRF's IsAuthenticated asks of request.user
+
+    @property
+    def is_admin(self) -> bool:
+        return self.scope == TokenScope.ADMIN
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.token_id})"
+
+
+ENV_ACTOR = Actor(token_id="env", name="COCOON_TOKEN", scope=TokenScope.ADMIN)
+# Work the server does on its own (first-run setup, scheduled clean-ups).
+SYSTEM_ACTOR = Actor(token_id="system", name="cocoon", scope=TokenScope.ADMIN)

@@ -1,0 +1,29 @@
+"""ASGI entry point: Django for HTTP, Channels for WebSockets."""
+
+import asyncio
+import os
+from typing import Any
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cocoon.settings")
+django_application = get_asgi_application()  # sets Django up before the imports below
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import path  # noqa: E402
+
+from cocoon import events  # noqa: E402
+from cocoon.auth import WebSocketTokenMiddleware  # noqa: E402
+from cocoon.consumers import RpcConsumer  # noqa: E402
+
+router = ProtocolTypeRouter(
+    {
+        "http": django_application,
+        "websocket": WebSocketTokenMiddleware(URLRouter([path("v1/ws", RpcConsumer.as_asgi())])),
+    }
+)
+
+
+async def application(scope: dict, receive: Any, send: Any) -> None:
+    events.bind_server_loop(asyncio.get_running_loop())
+    await router(scope, receive, send)

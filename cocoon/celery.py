@@ -1,0 +1,46 @@
+"""The Celery app. Embedded (in-process worker + beat, memory broker) unless REDIS_URL is set."""
+
+import os
+import threading
+
+from celery import Celery
+from celery.beat import EmbeddedService
+from celery.schedules import crontab
+from celery.worker import WorkController
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cocoon.settings")
+
+app = Celery("cocoon")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+app.conf.beat_schedule = {
+    "prune-activity": {"task": "cocoon.tasks.prune_activity", "schedule": crontab(minute=17, hour=3)},
+}
+
+
+class EmbeddedWorker:
+    """Celery's own worker and beat, run as threads inside cocoond.
+
+    The in-memory broker and channel layer only reach within one process, so without Redis the
+    worker must live where the tasks are sent and the WebSockets are served.
+    """
+
+    def __init__(self, concurrency: int = 4) -> None:
+        self.worker = WorkController(
+            app=app,
+            pool="threads",
+            concurrency=concurrency,
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            loglevel="WARNING",
+        )
+        self.beat = EmbeddedService(app, thread=True)
+
+    def start(self) -> None:
+        threading.Thread(target=self.worker.start, name="celery-worker", daemon=True).start()
+        self.beat.start()
+
+    def stop(self) -> None:
+        self.beat.stop()
+        self.worker.stop(in_sighandler=False)

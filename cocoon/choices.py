@@ -1,0 +1,6 @@
+from django.db import models
+
+
+class TokenScope(models.TextChoices):
+    ADMIN = "admin", "admin"
+    AGENT = "agent", "agent"

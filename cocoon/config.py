@@ -1,0 +1,238 @@
+"""The settings service: one validated settings document, defaults in code, overrides in the database.
+
+Named config to keep it apart from Django's settings module.
+"""
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.db import transaction
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import activity, events
+from cocoon.actors import Actor
+from cocoon.errors import ErrorCode, RpcError
+from cocoon.models import SettingsDocument
+from cocoon.schema import BOOLEAN, Schema, array, compile_schema, enum, integer, obj, string, validate
+
+NETWORK_MODES = ("none", "egress", "open")
+PROVIDER_KINDS = ("anthropic", "openai", "http")
+PROVIDER_AUTH = ("bearer", "x-api-key", "header", "none")
+SECRET_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+
+DEFAULTS: dict[str, Any] = {
+    "general": {"language": "en", "activityRetentionDays": 90},
+    "sandbox": {
+        "image": "cocoon-sandbox:latest",
+        "network": "egress",
+        "runtime": "",
+        "limits": {"cpus": 2, "memoryMb": 4096, "pids": 1024},
+        "maxLimits": {"cpus": 8, "memoryMb": 16384, "pids": 8192},
+    },
+    "egress": {
+        "credentialProxy": True,
+        "allowlist": [
+            "api.anthropic.com",
+            "api.openai.com",
+            "github.com",
+            "*.github.com",
+            "*.githubusercontent.com",
+            "registry.npmjs.org",
+            "pypi.org",
+            "files.pythonhosted.org",
+        ],
+    },
+    "providers": {},
+}
+
+LIMITS = obj(
+    {
+        "cpus": {"type": "number", "exclusiveMinimum": 0, "maximum": 1024},
+        "memoryMb": integer(minimum=64, maximum=4 * 1024 * 1024),
+        "pids": integer(minimum=16, maximum=4_194_304),
+    },
+    required=("cpus", "memoryMb", "pids"),
+)
+PROVIDER = obj(
+    {
+        "kind": enum(*PROVIDER_KINDS),
+        "baseUrl": string(pattern="^https?://", maxLength=2000),
+        "secret": string(pattern=SECRET_NAME_PATTERN),
+        "auth": enum(*PROVIDER_AUTH),
+        "header": string(maxLength=100),
+        "envPrefix": string(pattern="^[A-Z][A-Z0-9_]{0,30}$"),
+        "models": array(string(minLength=1, maxLength=200), maxItems=200),
+        "defaultModel": string(maxLength=200),
+    },
+    required=("kind", "baseUrl"),
+)
+SETTINGS_SCHEMA: Schema = obj(
+    {
+        "general": obj(
+            {
+                "language": enum("en", "de"),
+                "activityRetentionDays": integer(minimum=1, maximum=3650),
+            },
+            required=("language", "activityRetentionDays"),
+        ),
+        "sandbox": obj(
+            {
+                "image": string(minLength=1, maxLength=300),
+                "network": enum(*NETWORK_MODES),
+                "runtime": string(maxLength=50),
+                "limits": LIMITS,
+                "maxLimits": LIMITS,
+            },
+            required=("image", "network", "limits", "maxLimits"),
+        ),
+        "egress": obj(
+            {
+                "credentialProxy": BOOLEAN,
+                "allowlist": array(
+                    string(pattern=r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$"), maxItems=1000
+                ),
+            },
+            required=("credentialProxy", "allowlist"),
+        ),
+        "providers": {
+            "type": "object",
+            "propertyNames": {"pattern": "^[a-z0-9][a-z0-9-]{0,31}$"},
+            "additionalProperties": PROVIDER,
+        },
+    },
+    required=("general", "sandbox", "egress", "providers"),
+)
+
+
+def without_required(schema: Any) -> Any:
+    """The same schema with every "required" dropped: what a partial update may look like."""
+    if isinstance(schema, dict):
+        return {k: without_required(v) for k, v in schema.items() if k != "required"}
+    if isinstance(schema, list):
+        return [without_required(item) for item in schema]
+    return schema
+
+
+PATCH_SCHEMA = without_required(SETTINGS_SCHEMA)
+_document_validator = compile_schema(SETTINGS_SCHEMA)
+_patch_validator = compile_schema(PATCH_SCHEMA)
+
+
+def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """base with patch merged in: objects merge key by key, anything else is replaced."""
+    merged = copy.deepcopy(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def leaf_paths(patch: dict[str, Any], prefix: str = "") -> list[str]:
+    paths = []
+    for key, value in patch.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            paths.extend(leaf_paths(value, f"{path}."))
+        else:
+            paths.append(path)
+    return paths
+
+
+def _check_limits(document: dict[str, Any]) -> None:
+    sandbox = document["sandbox"]
+    fields = [
+        {
+            "path": f"sandbox.limits.{name}",
+            "code": "maximum",
+            "message": str(_("Must be at most %(limit)s.") % {"limit": sandbox["maxLimits"][name]}),
+        }
+        for name, value in sandbox["limits"].items()
+        if value > sandbox["maxLimits"][name]
+    ]
+    if fields:
+        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields})
+
+
+def validate_document(document: dict[str, Any]) -> None:
+    validate(_document_validator, document)
+    _check_limits(document)
+
+
+def _row() -> SettingsDocument:
+    return SettingsDocument.objects.get_or_create(pk=1)[0]
+
+
+def get_settings() -> dict[str, Any]:
+    row = SettingsDocument.objects.filter(pk=1).first()
+    return deep_merge(DEFAULTS, row.overrides if row else {})
+
+
+def _save(overrides: dict[str, Any], key: str, paths: list[str], actor: Actor) -> dict[str, Any]:
+    document = deep_merge(DEFAULTS, overrides)
+    validate_document(document)
+    row = _row()
+    row.overrides = overrides
+    row.save()
+    activity.record(key, {"keys": ", ".join(paths)}, actor=actor)
+    events.publish("settings.updated", document)
+    return document
+
+
+@transaction.atomic
+def update_settings(patch: dict[str, Any], *, actor: Actor) -> dict[str, Any]:
+    """Deep-merge a partial document into the settings; returns the whole validated document."""
+    validate(_patch_validator, patch)
+    return _save(deep_merge(_row().overrides, patch), "settings.updated", leaf_paths(patch), actor)
+
+
+def _remove_path(overrides: dict[str, Any], parts: list[str]) -> None:
+    node = overrides
+    for part in parts[:-1]:
+        node = node.get(part)
+        if not isinstance(node, dict):
+            return
+    node.pop(parts[-1], None)
+
+
+def _is_known_path(parts: list[str]) -> bool:
+    if parts[0] == "providers":
+        return len(parts) <= 2
+    node: Any = DEFAULTS
+    for part in parts:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+@transaction.atomic
+def reset_settings(keys: list[str] | None, *, actor: Actor) -> dict[str, Any]:
+    """Reset dotted paths (or everything) to their defaults; returns the whole document."""
+    if not keys:
+        return _save({}, "settings.reset", ["*"], actor)
+    unknown = [
+        {"path": f"keys.{index}", "code": "unknown_setting", "message": str(_("Unknown setting."))}
+        for index, key in enumerate(keys)
+        if not _is_known_path(key.split("."))
+    ]
+    if unknown:
+        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": unknown})
+    overrides = copy.deepcopy(_row().overrides)
+    for key in keys:
+        _remove_path(overrides, key.split("."))
+    return _save(overrides, "settings.reset", keys, actor)
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """Read COCOON_CONFIG (YAML or JSON; JSON is YAML)."""
+    try:
+        content = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ValueError(f"COCOON_CONFIG {path}: {error}") from error
+    if not isinstance(content, dict):
+        raise ValueError(f"COCOON_CONFIG {path}: must hold a settings object")
+    return content

@@ -1,0 +1,129 @@
+"""WebSocket /v1/ws: RPC frames and event subscriptions on one connection."""
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import activity, events
+from cocoon.errors import ErrorCode, RpcError
+from cocoon.i18n import resolve_language
+from cocoon.ids import new_id
+from cocoon.registry import registry
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHORIZED = 4401
+MAX_SUBSCRIPTIONS = 100
+
+
+class RpcConsumer(AsyncJsonWebsocketConsumer):
+    """{"id", "method", "params"} -> {"id", "result"} | {"id", "error"}; events as {"subscription", "event"}.
+
+    Calls run concurrently (a bounded wait must not hold up the next call or the events);
+    events.* run inline so a subscription's result always precedes its first event.
+    """
+
+    async def connect(self) -> None:
+        self.actor = self.scope.get("actor")
+        self.subscriptions: dict[str, dict[str, Any]] = {}
+        self.calls: set[asyncio.Task] = set()
+        headers = self.scope["headers_by_name"]
+        explicit = headers.get("x-cocoon-lang") or (self.scope["query"].get("lang") or [None])[0]
+        self.language = await database_sync_to_async(resolve_language)(
+            explicit, headers.get("accept-language")
+        )
+        await self.accept()
+        if self.actor is None:
+            await self.send_json({"id": None, "error": self._render(RpcError(ErrorCode.UNAUTHORIZED))})
+            await self.close(code=CLOSE_UNAUTHORIZED)
+
+    async def disconnect(self, code: int) -> None:
+        for task in self.calls:
+            task.cancel()
+        if self.subscriptions:
+            await self.channel_layer.group_discard(events.ALL_EVENTS_GROUP, self.channel_name)
+
+    @classmethod
+    async def decode_json(cls, text_data: str) -> Any:
+        try:
+            return json.loads(text_data)
+        except json.JSONDecodeError:
+            return RpcError(ErrorCode.INVALID_JSON)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if self.actor is None:
+            return
+        if isinstance(content, RpcError):
+            await self.send_json({"id": None, "error": self._render(content)})
+            return
+        if not isinstance(content, dict) or not isinstance(content.get("method"), str):
+            error = RpcError(ErrorCode.INVALID_REQUEST, _('A frame is {"id", "method", "params"}.'))
+            call_id = content.get("id") if isinstance(content, dict) else None
+            await self.send_json({"id": call_id, "error": self._render(error)})
+            return
+        method = registry.find(content["method"])
+        if method is not None and method.ws_only:
+            await self._answer(content, self._dispatch_inline)
+            if self.subscriptions:
+                await self.channel_layer.group_add(events.ALL_EVENTS_GROUP, self.channel_name)
+            return
+        task = asyncio.ensure_future(self._answer(content, self._dispatch_in_thread))
+        self.calls.add(task)
+        task.add_done_callback(self.calls.discard)
+
+    def _dispatch_inline(self, content: dict[str, Any]) -> Any:
+        with translation.override(self.language):
+            return registry.dispatch(
+                content["method"], content.get("params"), self.actor, self.language, connection=self
+            )
+
+    async def _dispatch_in_thread(self, content: dict[str, Any]) -> Any:
+        return await database_sync_to_async(self._dispatch_inline, thread_sensitive=False)(content)
+
+    async def _answer(self, content: dict[str, Any], dispatch: Any) -> None:
+        call_id = content.get("id")
+        try:
+            result = dispatch(content)
+            if asyncio.iscoroutine(result):
+                result = await result
+        except RpcError as error:
+            await self.send_json({"id": call_id, "error": self._render(error)})
+        except Exception:
+            logger.exception("unhandled error in %s", content["method"])
+            await self.send_json({"id": call_id, "error": self._render(RpcError(ErrorCode.INTERNAL_ERROR))})
+        else:
+            await self.send_json({"id": call_id, "result": result})
+
+    def _render(self, error: RpcError) -> dict[str, Any]:
+        with translation.override(self.language):
+            return error.render()
+
+    # -- subscriptions (called by the events.* handlers) ------------------------------------------
+
+    def add_subscription(self, filters: dict[str, Any]) -> str:
+        if len(self.subscriptions) >= MAX_SUBSCRIPTIONS:
+            raise RpcError(ErrorCode.CONFLICT, _("Too many subscriptions on this connection."))
+        subscription = new_id("sub")
+        self.subscriptions[subscription] = filters
+        return subscription
+
+    def remove_subscription(self, subscription: str) -> None:
+        if self.subscriptions.pop(subscription, None) is None:
+            raise RpcError(ErrorCode.NOT_FOUND, _("No such subscription."))
+
+    async def event_message(self, message: dict[str, Any]) -> None:
+        event: events.Event = message["event"]
+        if event["type"] == "activity":
+            data = event["data"]
+            event = dict(
+                event, data=data | {"message": activity.render(data["key"], data["params"], self.language)}
+            )
+        for subscription, filters in self.subscriptions.items():
+            if events.matches(filters, event):
+                await self.send_json({"subscription": subscription, "event": event})

@@ -1,0 +1,84 @@
+"""Stable error codes and the one exception type every layer raises (SPEC §2.1)."""
+
+from enum import StrEnum
+from typing import Any
+
+from django.utils.translation import gettext_lazy as _
+
+
+class ErrorCode(StrEnum):
+    INVALID_JSON = "invalid_json"
+    INVALID_REQUEST = "invalid_request"
+    INVALID_PARAMS = "invalid_params"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    CONFLICT = "conflict"
+    TIMEOUT = "timeout"
+    DRIVER_ERROR = "driver_error"
+    UNAVAILABLE = "unavailable"
+    INTERNAL_ERROR = "internal_error"
+
+
+HTTP_STATUS = {
+    ErrorCode.INVALID_JSON: 400,
+    ErrorCode.INVALID_REQUEST: 400,
+    ErrorCode.INVALID_PARAMS: 400,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.METHOD_NOT_ALLOWED: 405,
+    ErrorCode.CONFLICT: 409,
+    ErrorCode.TIMEOUT: 504,
+    ErrorCode.DRIVER_ERROR: 502,
+    ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.INTERNAL_ERROR: 500,
+}
+
+DEFAULT_MESSAGES = {
+    ErrorCode.INVALID_JSON: _("The request body is not valid JSON."),
+    ErrorCode.INVALID_REQUEST: _("The request is malformed."),
+    ErrorCode.INVALID_PARAMS: _("The parameters are invalid."),
+    ErrorCode.UNAUTHORIZED: _("A valid token is required."),
+    ErrorCode.FORBIDDEN: _("This token may not do that."),
+    ErrorCode.NOT_FOUND: _("Not found."),
+    ErrorCode.METHOD_NOT_ALLOWED: _("This HTTP method is not allowed here."),
+    ErrorCode.CONFLICT: _("The request conflicts with the current state."),
+    ErrorCode.TIMEOUT: _("The operation timed out."),
+    ErrorCode.DRIVER_ERROR: _("The sandbox driver reported an error."),
+    ErrorCode.UNAVAILABLE: _("The service is not available right now."),
+    ErrorCode.INTERNAL_ERROR: _("An internal error occurred."),
+}
+
+
+class RpcError(Exception):
+    """An error answered to a client as {"error": {"code", "message", "details"}}.
+
+    message is a lazy translation (with %-style params filled in when rendered), so the text is
+    produced in the language of whoever receives it.
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: Any = None,
+        details: dict[str, Any] | None = None,
+        **params: Any,
+    ) -> None:
+        self.code = code
+        self.message = message if message is not None else DEFAULT_MESSAGES[code]
+        self.params = params
+        self.details = details or {}
+        super().__init__(f"{code}: {self.message}")
+
+    @property
+    def http_status(self) -> int:
+        return HTTP_STATUS[self.code]
+
+    def render(self) -> dict[str, Any]:
+        """The wire shape, in the active language."""
+        message = str(self.message)
+        if self.params:
+            message = message % self.params
+        return {"code": str(self.code), "message": message, "details": self.details}

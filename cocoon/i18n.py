@@ -1,0 +1,38 @@
+"""Request language: x-cocoon-lang header or ?lang= -> Accept-Language -> settings.general.language."""
+
+from django.conf import settings
+from django.utils.translation import get_supported_language_variant
+from django.utils.translation.trans_real import parse_accept_lang_header
+
+LANGUAGES = [code for code, _name in settings.LANGUAGES]
+
+
+def supported(code: str | None) -> str | None:
+    """The supported language for a code like "de-DE", or None."""
+    if not code:
+        return None
+    try:
+        return get_supported_language_variant(code.strip().lower())
+    except LookupError:
+        return None
+
+
+def from_accept_language(header: str | None) -> str | None:
+    for code, _quality in parse_accept_lang_header(header or ""):
+        if code != "*" and (language := supported(code)):
+            return language
+    return None
+
+
+def resolve_language(explicit: str | None, accept_language: str | None) -> str:
+    """Pick the language for a request; the stored default costs a query only when needed."""
+    if language := supported(explicit) or from_accept_language(accept_language):
+        return language
+    from cocoon.config import get_settings
+
+    return supported(get_settings()["general"]["language"]) or settings.LANGUAGE_CODE
+
+
+def language_of_request(request) -> str:  # noqa: ANN001 - a Django or DRF request
+    explicit = request.headers.get("x-cocoon-lang") or request.GET.get("lang")
+    return resolve_language(explicit, request.headers.get("accept-language"))

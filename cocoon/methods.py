@@ -1,0 +1,296 @@
+"""RPC methods of the core: system, settings, secrets, tokens, activity, events."""
+
+from typing import Any
+
+from django.db import transaction
+
+from cocoon import activity, config, setup, system, tokens, vault
+from cocoon.choices import TokenScope
+from cocoon.config import SECRET_NAME_PATTERN
+from cocoon.registry import Call, registry
+from cocoon.schema import (
+    ANY_OBJECT,
+    BOOLEAN,
+    EMPTY,
+    INTEGER,
+    STRING,
+    TIMESTAMP,
+    array,
+    enum,
+    integer,
+    nullable,
+    obj,
+    string,
+)
+from cocoon.tasks import prune_activity
+
+NAME = string(minLength=1, maxLength=100)
+ID = string(minLength=1, maxLength=40)
+
+METHOD_INFO = obj(
+    {
+        "name": STRING,
+        "description": STRING,
+        "params": ANY_OBJECT,
+        "result": ANY_OBJECT,
+        "admin": BOOLEAN,
+        "agentSide": BOOLEAN,
+        "wsOnly": BOOLEAN,
+    }
+)
+TOKEN = obj(
+    {
+        "id": STRING,
+        "name": STRING,
+        "scope": enum(*TokenScope.values),
+        "createdAt": TIMESTAMP,
+        "lastUsedAt": nullable(TIMESTAMP),
+    }
+)
+SECRET = obj({"name": STRING, "createdAt": TIMESTAMP, "updatedAt": TIMESTAMP})
+ACTIVITY_ENTRY = obj(
+    {
+        "id": INTEGER,
+        "key": STRING,
+        "params": ANY_OBJECT,
+        "message": STRING,
+        "actor": STRING,
+        "sandboxId": nullable(STRING),
+        "agentId": nullable(STRING),
+        "createdAt": TIMESTAMP,
+    }
+)
+SUBSCRIPTION_FILTER = obj(
+    {
+        "types": array(string(minLength=1, maxLength=100), maxItems=100),
+        "sandboxId": ID,
+        "agentId": ID,
+    }
+)
+
+
+# -- system ------------------------------------------------------------------------------------------
+
+
+@registry.method(
+    "system.info",
+    description="Server version, sandbox driver kind, its capabilities and runtimes.",
+    result=obj(
+        {
+            "version": STRING,
+            "driverKind": nullable(STRING),
+            "capabilities": array(STRING),
+            "runtimes": array(STRING),
+            "embeddedWorker": BOOLEAN,
+            "languages": array(STRING),
+        }
+    ),
+    agent_side=True,
+)
+def system_info(call: Call) -> dict[str, Any]:
+    return system.system_info()
+
+
+@registry.method(
+    "system.methods",
+    description="The method catalogue with JSON Schemas, limited to what the calling token may call.",
+    result=array(METHOD_INFO),
+    agent_side=True,
+)
+def system_methods(call: Call) -> list[dict[str, Any]]:
+    return [method.describe() for method in registry.visible_to(call.actor)]
+
+
+@registry.method(
+    "system.setup_status",
+    description="The first-run checklist (admin token, network, proxy, image, toolbox), translated.",
+    result=obj(
+        {
+            "ready": BOOLEAN,
+            "items": array(obj({"key": STRING, "title": STRING, "ok": BOOLEAN, "detail": STRING})),
+        }
+    ),
+)
+def system_setup_status(call: Call) -> dict[str, Any]:
+    return setup.setup_status(call.language)
+
+
+# -- settings ----------------------------------------------------------------------------------------
+
+
+@registry.method(
+    "settings.get",
+    description="The whole settings document.",
+    result=config.SETTINGS_SCHEMA,
+    admin=True,
+)
+def settings_get(call: Call) -> dict[str, Any]:
+    return config.get_settings()
+
+
+@registry.method(
+    "settings.update",
+    description="Deep-merge a partial settings document; returns the whole validated document.",
+    params=config.PATCH_SCHEMA,
+    result=config.SETTINGS_SCHEMA,
+    admin=True,
+)
+def settings_update(call: Call) -> dict[str, Any]:
+    return config.update_settings(call.params, actor=call.actor)
+
+
+@registry.method(
+    "settings.reset",
+    description="Reset the given dotted setting paths (or everything) to their defaults.",
+    params=obj({"keys": array(string(minLength=1, maxLength=200), maxItems=100)}),
+    result=config.SETTINGS_SCHEMA,
+    admin=True,
+)
+def settings_reset(call: Call) -> dict[str, Any]:
+    return config.reset_settings(call.params.get("keys"), actor=call.actor)
+
+
+# -- secrets -----------------------------------------------------------------------------------------
+
+SECRET_NAME = string(pattern=SECRET_NAME_PATTERN)
+
+
+@registry.method(
+    "secrets.list",
+    description="Names and timestamps of all secrets; values are never returned.",
+    result=array(SECRET),
+    admin=True,
+)
+def secrets_list(call: Call) -> list[dict[str, Any]]:
+    return [vault.serialize(secret) for secret in vault.list_secrets()]
+
+
+@registry.method(
+    "secrets.set",
+    description="Create or replace a secret. The value is encrypted at rest and never returned.",
+    params=obj({"name": SECRET_NAME, "value": string(maxLength=65536)}, required=("name", "value")),
+    result=SECRET,
+    admin=True,
+)
+def secrets_set(call: Call) -> dict[str, Any]:
+    secret = vault.set_secret(call.params["name"], call.params["value"], actor=call.actor)
+    return vault.serialize(secret)
+
+
+@registry.method(
+    "secrets.delete",
+    description="Delete a secret.",
+    params=obj({"name": SECRET_NAME}, required=("name",)),
+    result=EMPTY,
+    admin=True,
+)
+def secrets_delete(call: Call) -> dict[str, Any]:
+    vault.delete_secret(call.params["name"], actor=call.actor)
+    return {}
+
+
+# -- tokens ------------------------------------------------------------------------------------------
+
+
+@registry.method(
+    "tokens.list",
+    description="All API tokens (without their values).",
+    result=array(TOKEN),
+    admin=True,
+)
+def tokens_list(call: Call) -> list[dict[str, Any]]:
+    return [tokens.serialize(token) for token in tokens.ApiToken.objects.all()]
+
+
+@registry.method(
+    "tokens.create",
+    description="Create a token. The plain token is in this answer only; it is never shown again.",
+    params=obj({"name": NAME, "scope": enum(*TokenScope.values)}, required=("name", "scope")),
+    result=obj({"id": STRING, "name": STRING, "scope": STRING, "token": STRING}),
+    admin=True,
+)
+def tokens_create(call: Call) -> dict[str, Any]:
+    token, plain = tokens.create_token(call.params["name"], call.params["scope"], actor=call.actor)
+    return {"id": token.id, "name": token.name, "scope": token.scope, "token": plain}
+
+
+@registry.method(
+    "tokens.revoke",
+    description="Revoke a token; it stops working at once.",
+    params=obj({"tokenId": ID}, required=("tokenId",)),
+    result=EMPTY,
+    admin=True,
+)
+def tokens_revoke(call: Call) -> dict[str, Any]:
+    tokens.revoke_token(call.params["tokenId"], actor=call.actor)
+    return {}
+
+
+# -- activity ----------------------------------------------------------------------------------------
+
+
+@registry.method(
+    "activity.list",
+    description="The activity log, newest first, rendered in the caller's language.",
+    params=obj(
+        {
+            "limit": integer(minimum=1, maximum=500),
+            "before": integer(minimum=1),
+            "sandboxId": ID,
+            "agentId": ID,
+        }
+    ),
+    result=array(ACTIVITY_ENTRY),
+    agent_side=True,
+)
+def activity_list(call: Call) -> list[dict[str, Any]]:
+    entries = activity.list_entries(
+        limit=call.params.get("limit", 50),
+        before=call.params.get("before"),
+        sandbox_id=call.params.get("sandboxId", ""),
+        agent_id=call.params.get("agentId", ""),
+    )
+    return [
+        activity.serialize(entry) | {"message": activity.render(entry.key, entry.params, call.language)}
+        for entry in entries
+    ]
+
+
+@registry.method(
+    "activity.prune",
+    description="Queue removal of activity entries older than olderThanDays (default: the retention).",
+    params=obj({"olderThanDays": integer(minimum=0, maximum=3650)}),
+    result=obj({"queued": BOOLEAN}),
+    admin=True,
+)
+def activity_prune(call: Call) -> dict[str, Any]:
+    days = call.params.get("olderThanDays")
+    transaction.on_commit(lambda: prune_activity.delay(days))
+    return {"queued": True}
+
+
+# -- events (WebSocket only: a subscription lives on its connection) --------------------------------
+
+
+@registry.method(
+    "events.subscribe",
+    description="Subscribe this WebSocket to events, optionally filtered by types, sandboxId, agentId. "
+    'Events then arrive as {"subscription", "event"} frames.',
+    params=SUBSCRIPTION_FILTER,
+    result=obj({"subscription": STRING}),
+    ws_only=True,
+)
+def events_subscribe(call: Call) -> dict[str, Any]:
+    return {"subscription": call.connection.add_subscription(call.params)}
+
+
+@registry.method(
+    "events.unsubscribe",
+    description="End a subscription of this WebSocket.",
+    params=obj({"subscription": STRING}, required=("subscription",)),
+    result=EMPTY,
+    ws_only=True,
+)
+def events_unsubscribe(call: Call) -> dict[str, Any]:
+    call.connection.remove_subscription(call.params["subscription"])
+    return {}

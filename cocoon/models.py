@@ -1,0 +1,73 @@
+from django.db import models
+
+from cocoon.choices import TokenScope
+from cocoon.ids import new_id
+
+
+def new_token_id() -> str:
+    return new_id("tok")
+
+
+class ApiToken(models.Model):
+    """A bearer token. Only the SHA-256 of the plain token is stored; the plain one is shown once."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_token_id, editable=False)
+    name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=10, choices=TokenScope.choices)
+    token_hash = models.CharField(max_length=64, unique=True)
+    # The token written to admin-token.txt on first start; revoking it also removes that file.
+    bootstrap = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.scope})"
+
+
+class Secret(models.Model):
+    """A named secret, encrypted at rest with the key in COCOON_DATA/secrets.key."""
+
+    name = models.CharField(primary_key=True, max_length=64)
+    ciphertext = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SettingsDocument(models.Model):
+    """The single row holding what users changed of the settings document (defaults live in code).
+
+    Its existence marks that first-run setup has happened, so COCOON_CONFIG is applied only once.
+    """
+
+    overrides = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return "settings"
+
+
+class ActivityEntry(models.Model):
+    """One line of the activity log, stored as a message key + params and rendered per reader."""
+
+    key = models.CharField(max_length=100)
+    params = models.JSONField(default=dict)
+    actor = models.CharField(max_length=140, blank=True)
+    sandbox_id = models.CharField(max_length=40, blank=True, db_index=True)
+    agent_id = models.CharField(max_length=40, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "activity entries"
+
+    def __str__(self) -> str:
+        return self.key

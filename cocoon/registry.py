@@ -1,0 +1,137 @@
+"""The one method registry (SPEC §2.1).
+
+A method is declared once, with @registry.method(...) in an app's methods.py. The declaration drives
+HTTP RPC, WebSocket RPC, system.methods, /v1/openapi.json and later the MCP tools and the CLI.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.utils.translation import gettext_lazy as _
+from jsonschema import Draft202012Validator
+
+from cocoon.actors import Actor
+from cocoon.errors import ErrorCode, RpcError
+from cocoon.schema import EMPTY, Schema, compile_schema, validate
+
+
+@dataclass
+class Call:
+    """What a handler gets: validated params, who is calling, and in which language to answer."""
+
+    params: dict[str, Any]
+    actor: Actor
+    language: str
+    connection: Any = None  # the WebSocket consumer, for methods that need one (events.*)
+
+
+Handler = Callable[[Call], Any]
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    description: str
+    params: Schema
+    result: Schema
+    handler: Handler
+    admin: bool = False  # settings, secrets, tokens, images, providers, egress policy
+    agent_side: bool = False  # safe for a controlling agent (exposed over MCP)
+    ws_only: bool = False  # needs a WebSocket connection (events.subscribe)
+    params_validator: Draft202012Validator = field(repr=False, compare=False, default=None)
+    result_validator: Draft202012Validator = field(repr=False, compare=False, default=None)
+
+    def allowed_for(self, actor: Actor) -> bool:
+        return actor.is_admin or not self.admin
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "params": self.params,
+            "result": self.result,
+            "admin": self.admin,
+            "agentSide": self.agent_side,
+            "wsOnly": self.ws_only,
+        }
+
+
+UNKNOWN_METHOD = _("Unknown method %(name)s.")
+ADMIN_ONLY = _("%(name)s needs an admin token.")
+WS_ONLY = _("%(name)s is only available over the WebSocket /v1/ws.")
+PARAMS_NOT_OBJECT = _("Params must be a JSON object.")
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._methods: dict[str, Method] = {}
+
+    def method(
+        self,
+        name: str,
+        *,
+        description: str,
+        params: Schema = EMPTY,
+        result: Schema,
+        admin: bool = False,
+        agent_side: bool = False,
+        ws_only: bool = False,
+    ) -> Callable[[Handler], Handler]:
+        if admin and agent_side:
+            raise ValueError(f"{name}: an admin method can never be agent_side")
+
+        def register(handler: Handler) -> Handler:
+            if name in self._methods:
+                raise ValueError(f"method {name} is declared twice")
+            self._methods[name] = Method(
+                name=name,
+                description=description,
+                params=params,
+                result=result,
+                handler=handler,
+                admin=admin,
+                agent_side=agent_side,
+                ws_only=ws_only,
+                params_validator=compile_schema(params),
+                result_validator=compile_schema(result),
+            )
+            return handler
+
+        return register
+
+    def all(self) -> list[Method]:
+        return sorted(self._methods.values(), key=lambda method: method.name)
+
+    def visible_to(self, actor: Actor) -> list[Method]:
+        return [method for method in self.all() if method.allowed_for(actor)]
+
+    def find(self, name: str) -> Method | None:
+        return self._methods.get(name)
+
+    def get(self, name: str) -> Method:
+        method = self._methods.get(name)
+        if method is None:
+            raise RpcError(ErrorCode.NOT_FOUND, UNKNOWN_METHOD, name=name)
+        return method
+
+    def dispatch(self, name: str, params: Any, actor: Actor, language: str, connection: Any = None) -> Any:
+        """Authorize, validate and run one call. Raises RpcError for anything a client did wrong."""
+        method = self.get(name)
+        if not method.allowed_for(actor):
+            raise RpcError(ErrorCode.FORBIDDEN, ADMIN_ONLY, name=name)
+        if method.ws_only and connection is None:
+            raise RpcError(ErrorCode.INVALID_REQUEST, WS_ONLY, name=name)
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise RpcError(ErrorCode.INVALID_PARAMS, PARAMS_NOT_OBJECT)
+        validate(method.params_validator, params)
+        result = method.handler(Call(params=params, actor=actor, language=language, connection=connection))
+        if settings.COCOON_VALIDATE_RESULTS:
+            method.result_validator.validate(result)
+        return result
+
+
+registry = Registry()

@@ -1,0 +1,145 @@
+"""Django settings for cocoon.
+
+Deployment knobs come from the environment (see README); everything a user edits at run time lives in
+the database behind cocoon.config (the settings service), not here.
+"""
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+from cocoon.datadir import ensure_private_dir, read_or_create_private_file
+from cocoon.env import env_bool, env_path, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DATA_DIR = ensure_private_dir(env_path("COCOON_DATA", BASE_DIR / ".data"))
+COCOON_BIND = env_str("COCOON_BIND", "127.0.0.1:7420")
+COCOON_DRIVER = env_str("COCOON_DRIVER", "auto")
+COCOON_TOKEN = env_str("COCOON_TOKEN")
+COCOON_CONFIG = env_str("COCOON_CONFIG")
+REDIS_URL = env_str("REDIS_URL")
+ADMIN_TOKEN_FILE = DATA_DIR / "admin-token.txt"
+SECRETS_KEY_FILE = DATA_DIR / "secrets.key"
+
+SECRET_KEY = env_str("COCOON_SECRET_KEY") or read_or_create_private_file(
+    DATA_DIR / "django-secret-key.txt", lambda: secrets.token_urlsafe(50)
+)
+DEBUG = env_bool("COCOON_DEBUG")
+# cocoond binds to loopback; remote access goes through the reverse proxy in deploy/Caddyfile.
+ALLOWED_HOSTS = env_str("COCOON_ALLOWED_HOSTS", "*").split(",")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "cocoon",
+    "sandboxes",
+    "agents",
+    "egress",
+    "scheduling",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "cocoon.urls"
+ASGI_APPLICATION = "cocoon.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# SQLite in WAL mode with IMMEDIATE transactions, so cocoond and separate Celery workers can write
+# the same file without "database is locked" surprises.
+SQLITE_OPTIONS = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'cocoon.sqlite3'}", conn_max_age=0
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = SQLITE_OPTIONS
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("de", "Deutsch")]
+LOCALE_PATHS = [BASE_DIR / "cocoon" / "locale"]
+USE_I18N = True
+TIME_ZONE = "UTC"
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["cocoon.auth.TokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "cocoon.views.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+# Without Redis everything runs inside cocoond: an in-memory channel layer and an in-process Celery
+# worker + beat on the in-memory broker. REDIS_URL moves both to Redis so workers can be separate.
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": "cocoon"},
+        }
+    }
+    CELERY_BROKER_URL = REDIS_URL
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CELERY_BROKER_URL = "memory://localhost/"
+CELERY_EMBEDDED = not REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+CELERY_TIMEZONE = "UTC"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("COCOON_LOG_LEVEL", "INFO")},
+    "loggers": {"celery": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+}
+
+# Check every method's result against its declared schema (on in tests, so declarations stay honest).
+COCOON_VALIDATE_RESULTS = env_bool("COCOON_VALIDATE_RESULTS", DEBUG)

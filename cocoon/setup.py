@@ -1,0 +1,82 @@
+"""First-run setup and the setup checklist (system.setup_status).
+
+Services add checklist items with register_check(); the UI shows the list until every item is ok.
+"""
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import activity, config
+from cocoon.actors import SYSTEM_ACTOR
+from cocoon.choices import TokenScope
+from cocoon.datadir import write_private_file
+from cocoon.models import ApiToken, SettingsDocument
+from cocoon.tokens import create_token
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SetupCheck:
+    key: str
+    title: Any  # lazy translation
+    check: Callable[[], tuple[bool, Any]]  # -> (ok, detail as lazy translation or "")
+
+
+CHECKS: list[SetupCheck] = []
+
+
+def register_check(key: str, title: Any) -> Callable:
+    def decorator(check: Callable[[], tuple[bool, Any]]) -> Callable[[], tuple[bool, Any]]:
+        CHECKS.append(SetupCheck(key, title, check))
+        return check
+
+    return decorator
+
+
+@register_check("adminToken", _("Admin token"))
+def _admin_token() -> tuple[bool, Any]:
+    if settings.COCOON_TOKEN or ApiToken.objects.filter(scope=TokenScope.ADMIN).exists():
+        return True, _("An admin token exists.")
+    return False, _("No admin token: run `python manage.py create_token --scope admin`.")
+
+
+def setup_status(language: str) -> dict[str, Any]:
+    items = []
+    with translation.override(language):
+        for item in CHECKS:
+            ok, detail = item.check()
+            items.append({"key": item.key, "title": str(item.title), "ok": ok, "detail": str(detail)})
+    return {"ready": all(item["ok"] for item in items), "items": items}
+
+
+def is_first_run() -> bool:
+    return not SettingsDocument.objects.exists()
+
+
+def first_run(config_path: Path | None = None) -> bool:
+    """Set up a new installation once: settings (from COCOON_CONFIG), admin token.
+
+    All or nothing: an invalid COCOON_CONFIG leaves no token, no settings row and no token file.
+    Returns whether this was the first run.
+    """
+    if not is_first_run():
+        return False
+    initial = config.load_config_file(config_path) if config_path else {}
+    with transaction.atomic():
+        document = config.deep_merge(config.DEFAULTS, initial)
+        config.validate_document(document)
+        SettingsDocument.objects.create(pk=1, overrides=initial)
+        _token, plain = create_token("admin", TokenScope.ADMIN, actor=SYSTEM_ACTOR, bootstrap=True)
+        activity.record("system.first_run", actor=SYSTEM_ACTOR)
+        write_private_file(settings.ADMIN_TOKEN_FILE, plain + "\n")
+    logger.info("first start: admin token written to %s", settings.ADMIN_TOKEN_FILE)
+    return True

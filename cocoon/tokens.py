@@ -1,0 +1,85 @@
+"""API tokens: generation, SHA-256 storage, timing-safe authentication, scopes."""
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import activity
+from cocoon.actors import ENV_ACTOR, Actor
+from cocoon.choices import TokenScope
+from cocoon.errors import ErrorCode, RpcError
+from cocoon.models import ApiToken
+
+TOKEN_PREFIX = "cct_"
+# last_used_at is informational; writing it on every request would serialize all requests on SQLite.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def hash_token(plain: str) -> str:
+    return hashlib.sha256(plain.encode()).hexdigest()
+
+
+def generate_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def authenticate(plain: str | None) -> Actor | None:
+    """The actor a plain token belongs to, or None. Compares digests in constant time."""
+    if not plain:
+        return None
+    digest = hash_token(plain)
+    if settings.COCOON_TOKEN and hmac.compare_digest(digest, hash_token(settings.COCOON_TOKEN)):
+        return ENV_ACTOR
+    token = ApiToken.objects.filter(token_hash=digest).first()
+    if token is None or not hmac.compare_digest(token.token_hash, digest):
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return Actor(token_id=token.id, name=token.name, scope=token.scope)
+
+
+def serialize(token: ApiToken) -> dict:
+    return {
+        "id": token.id,
+        "name": token.name,
+        "scope": token.scope,
+        "createdAt": token.created_at.isoformat(),
+        "lastUsedAt": token.last_used_at.isoformat() if token.last_used_at else None,
+    }
+
+
+def create_token(
+    name: str, scope: str, *, actor: Actor | None = None, bootstrap: bool = False
+) -> tuple[ApiToken, str]:
+    """Create a token; returns the row and the plain token, which is never stored."""
+    plain = generate_token()
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            name=name, scope=scope, token_hash=hash_token(plain), bootstrap=bootstrap
+        )
+        activity.record("token.created", {"name": name, "scope": scope}, actor=actor)
+    return token, plain
+
+
+def revoke_token(token_id: str, *, actor: Actor) -> None:
+    with transaction.atomic():
+        token = ApiToken.objects.filter(pk=token_id).first()
+        if token is None:
+            raise RpcError(ErrorCode.NOT_FOUND, _("Token %(id)s does not exist."), id=token_id)
+        other_admins = ApiToken.objects.filter(scope=TokenScope.ADMIN).exclude(pk=token.pk)
+        if token.scope == TokenScope.ADMIN and not settings.COCOON_TOKEN and not other_admins.exists():
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                _("The last admin token cannot be revoked: create another admin token first."),
+            )
+        token.delete()
+        activity.record("token.revoked", {"name": token.name}, actor=actor)
+        if token.bootstrap:
+            transaction.on_commit(lambda: settings.ADMIN_TOKEN_FILE.unlink(missing_ok=True))

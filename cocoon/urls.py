@@ -1,0 +1,13 @@
+from django.contrib import admin
+from django.urls import path
+
+from cocoon import views
+
+urlpatterns = [
+    path("healthz", views.healthz),
+    path("v1/rpc/<str:method>", views.RpcView.as_view()),
+    path("v1/openapi.json", views.OpenApiView.as_view()),
+    path("admin/", admin.site.urls),
+]
+
+handler404 = views.json_not_found

@@ -1,0 +1,91 @@
+"""HTTP endpoints: RPC, health, OpenAPI. Thin: parse, call the registry, answer JSON."""
+
+import json
+import logging
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
+from rest_framework import exceptions
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+import cocoon
+from cocoon.errors import ErrorCode, RpcError
+from cocoon.i18n import language_of_request
+from cocoon.openapi import openapi_document
+from cocoon.registry import registry
+
+logger = logging.getLogger(__name__)
+
+DRF_ERRORS = {
+    exceptions.NotAuthenticated: ErrorCode.UNAUTHORIZED,
+    exceptions.AuthenticationFailed: ErrorCode.UNAUTHORIZED,
+    exceptions.PermissionDenied: ErrorCode.FORBIDDEN,
+    exceptions.MethodNotAllowed: ErrorCode.METHOD_NOT_ALLOWED,
+    exceptions.ParseError: ErrorCode.INVALID_JSON,
+    exceptions.NotFound: ErrorCode.NOT_FOUND,
+}
+
+
+def error_response(error: RpcError, request: Any, headers: dict[str, str] | None = None) -> Response:
+    with translation.override(language_of_request(request)):
+        body = {"error": error.render()}
+    return Response(body, status=error.http_status, headers=headers)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """Every failure, whatever raised it, leaves as {"error": {"code", "message", "details"}}."""
+    request = context["request"]
+    headers = None
+    if isinstance(exc, RpcError):
+        error = exc
+    elif type(exc) in DRF_ERRORS:
+        error = RpcError(DRF_ERRORS[type(exc)])
+        if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+            headers = {"WWW-Authenticate": 'Bearer realm="cocoon"'}
+    else:
+        logger.exception("unhandled error in %s", request.path)
+        error = RpcError(ErrorCode.INTERNAL_ERROR)
+    return error_response(error, request, headers)
+
+
+def parse_params(body: bytes) -> Any:
+    """Params are the whole body as JSON, whatever the Content-Type claims (curl -d sends a form type)."""
+    if not body.strip():
+        return {}
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        details = (
+            {"line": error.lineno, "column": error.colno} if isinstance(error, json.JSONDecodeError) else {}
+        )
+        raise RpcError(ErrorCode.INVALID_JSON, details=details) from None
+
+
+class RpcView(APIView):
+    """POST /v1/rpc/<method>  body = params  ->  {"result": ...} | {"error": {...}}"""
+
+    def post(self, request: Request, method: str) -> Response:
+        params = parse_params(request.body)
+        language = language_of_request(request)
+        with translation.override(language):
+            result = registry.dispatch(method, params, request.user, language)
+        return Response({"result": result})
+
+
+class OpenApiView(APIView):
+    def get(self, request: Request) -> Response:
+        return Response(openapi_document())
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok", "version": cocoon.__version__})
+
+
+def json_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    with translation.override(language_of_request(request)):
+        error = RpcError(ErrorCode.NOT_FOUND, _("No such endpoint."))
+        return JsonResponse({"error": error.render()}, status=404)

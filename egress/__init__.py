@@ -1,0 +1,1 @@
+"""Egress: allowlist proxy, policy and the credential proxy (SPEC §5)."""

@@ -1,0 +1,1 @@
+"""Sandboxes: drivers, lifecycle and workspaces (SPEC §3, §6)."""

@@ -1,0 +1,1 @@
+"""Scheduling: tasks and cron schedules (SPEC §7)."""

@@ -84,7 +84,9 @@ SQLITE_OPTIONS = {
 }
 DATABASES = {
     "default": dj_database_url.parse(
-        env_str("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'cocoon.sqlite3'}", conn_max_age=0
+        env_str("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'cocoon.sqlite3'}",
+        conn_max_age=600,
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

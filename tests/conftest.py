@@ -1,0 +1,247 @@
+"""Shared fixtures: a private COCOON_DATA for the test process, live cocoond subprocesses, Redis."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.sync.client import ClientConnection, connect
+
+# Before Django's settings are imported: the test process must never touch a real ./.data.
+os.environ["COCOON_DATA"] = tempfile.mkdtemp(prefix="cocoon-test-")
+os.environ["COCOON_VALIDATE_RESULTS"] = "1"
+for name in ("REDIS_URL", "DATABASE_URL", "COCOON_TOKEN", "COCOON_CONFIG"):
+    os.environ.pop(name, None)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 20, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not reached")
+        time.sleep(interval)
+
+
+@dataclass
+class Cocoond:
+    """A real cocoond subprocess on its own port and data directory."""
+
+    data: Path
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1/ws"
+
+    @property
+    def log(self) -> Path:
+        return self.data.parent / f"{self.data.name}.log"
+
+    @property
+    def token(self) -> str:
+        return (self.data / "admin-token.txt").read_text().strip()
+
+    def start(self) -> "Cocoond":
+        env = os.environ | {
+            "COCOON_DATA": str(self.data),
+            "COCOON_BIND": f"127.0.0.1:{self.port}",
+            "PYTHONUNBUFFERED": "1",
+        }
+        env.update(self.env)
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "manage.py", "cocoond"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(self._healthy, timeout=60)
+        return self
+
+    def _healthy(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"cocoond exited with {self.proc.returncode}:\n{self.log.read_text()}")
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def restart(self) -> "Cocoond":
+        self.stop()
+        return self.start()
+
+    def post(
+        self,
+        method: str,
+        params: Any = None,
+        token: str | None = "admin",
+        headers: dict[str, str] | None = None,
+        query: dict[str, str] | None = None,
+        content: bytes | None = None,
+    ) -> httpx.Response:
+        headers = dict(headers or {})
+        if token == "admin":
+            token = self.token
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if content is None and params is not None:
+            content = json.dumps(params).encode()
+        return httpx.post(
+            f"{self.url}/v1/rpc/{method}", content=content, headers=headers, params=query, timeout=30
+        )
+
+    def call(self, method: str, params: Any = None, token: str | None = "admin") -> Any:
+        response = self.post(method, params, token=token)
+        assert response.status_code == 200, response.text
+        return response.json()["result"]
+
+    @contextmanager
+    def ws(self, token: str | None = "admin", headers: dict[str, str] | None = None) -> Iterator["WsClient"]:
+        headers = dict(headers or {})
+        if token == "admin":
+            token = self.token
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        with connect(self.ws_url, additional_headers=headers, open_timeout=10) as connection:
+            yield WsClient(connection)
+
+
+class WsClient:
+    """A thin JSON-RPC helper over a real WebSocket connection."""
+
+    def __init__(self, connection: ClientConnection) -> None:
+        self.connection = connection
+        self.next_id = 0
+        self.pending: list[dict[str, Any]] = []
+
+    def send(self, frame: Any) -> None:
+        self.connection.send(frame if isinstance(frame, str) else json.dumps(frame))
+
+    def receive(self, timeout: float = 10) -> dict[str, Any]:
+        if self.pending:
+            return self.pending.pop(0)
+        return json.loads(self.connection.recv(timeout=timeout))
+
+    def request(self, method: str, params: Any = None, timeout: float = 10) -> dict[str, Any]:
+        """Send one call and return its answer frame; frames for others are kept for receive()."""
+        self.next_id += 1
+        call_id = self.next_id
+        self.send({"id": call_id, "method": method, "params": params or {}})
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = json.loads(self.connection.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if frame.get("id") == call_id and "subscription" not in frame:
+                return frame
+            self.pending.append(frame)
+
+    def call(self, method: str, params: Any = None) -> Any:
+        frame = self.request(method, params)
+        assert "result" in frame, frame
+        return frame["result"]
+
+    def next_event(self, timeout: float = 10) -> dict[str, Any]:
+        frame = self.receive(timeout=timeout)
+        assert "subscription" in frame, frame
+        return frame
+
+
+@pytest.fixture
+def start_cocoond(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Cocoond]]:
+    """Start cocoond instances for one test; every one started is stopped afterwards."""
+    started: list[Cocoond] = []
+
+    def start(env: dict[str, str] | None = None, data: Path | None = None) -> Cocoond:
+        data = data or tmp_path_factory.mktemp("cocoond") / "data"
+        instance = Cocoond(data=data, env=env or {})
+        started.append(instance)
+        return instance.start()
+
+    yield start
+    for instance in started:
+        instance.stop()
+
+
+@pytest.fixture(scope="session")
+def cocoond(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cocoond]:
+    """One cocoond shared by the tests that do not restart or reconfigure it."""
+    instance = Cocoond(data=tmp_path_factory.mktemp("shared") / "data").start()
+    yield instance
+    instance.stop()
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A real redis-server of our own on a free loopback port, stopped by PID afterwards."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed: run scripts/provision")
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: _redis_ready(port), timeout=10)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _redis_ready(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False

@@ -1,4 +1,4 @@
-"""Shared fixtures: a private COCOON_DATA for the test process, live cocoond subprocesses, Redis."""
+"""Shared fixtures: live cocoond subprocesses, real WebSocket clients, a real Redis."""
 
 import json
 import os
@@ -6,7 +6,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,13 +17,12 @@ import httpx
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
-# Before Django's settings are imported: the test process must never touch a real ./.data.
-os.environ["COCOON_DATA"] = tempfile.mkdtemp(prefix="cocoon-test-")
-os.environ["COCOON_VALIDATE_RESULTS"] = "1"
-for name in ("REDIS_URL", "DATABASE_URL", "COCOON_TOKEN", "COCOON_CONFIG"):
-    os.environ.pop(name, None)
-
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    """Environment for cocoond/celery subprocesses: cocoon's real settings, not the test ones."""
+    return os.environ | {"DJANGO_SETTINGS_MODULE": "cocoon.settings", "PYTHONUNBUFFERED": "1"} | extra
 
 
 def free_port() -> int:
@@ -70,12 +68,7 @@ class Cocoond:
         return (self.data / "admin-token.txt").read_text().strip()
 
     def start(self) -> "Cocoond":
-        env = os.environ | {
-            "COCOON_DATA": str(self.data),
-            "COCOON_BIND": f"127.0.0.1:{self.port}",
-            "PYTHONUNBUFFERED": "1",
-        }
-        env.update(self.env)
+        env = server_env(COCOON_DATA=str(self.data), COCOON_BIND=f"127.0.0.1:{self.port}", **self.env)
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "manage.py", "cocoond"],

@@ -3,14 +3,13 @@
 import contextlib
 import hashlib
 import json
-import os
 import stat
 import subprocess
 import sys
 
 import httpx
 
-from tests.conftest import ROOT, Cocoond, free_port
+from tests.conftest import ROOT, Cocoond, free_port, server_env
 
 
 def database_bytes(instance: Cocoond) -> bytes:
@@ -116,12 +115,9 @@ def test_an_invalid_cocoon_config_stops_the_first_start_and_leaves_nothing(tmp_p
     result = subprocess.run(
         [sys.executable, "manage.py", "cocoond"],
         cwd=ROOT,
-        env={
-            **os.environ,
-            "COCOON_DATA": str(data),
-            "COCOON_BIND": f"127.0.0.1:{free_port()}",
-            "COCOON_CONFIG": str(config),
-        },
+        env=server_env(
+            COCOON_DATA=str(data), COCOON_BIND=f"127.0.0.1:{free_port()}", COCOON_CONFIG=str(config)
+        ),
         capture_output=True,
         text=True,
         timeout=60,

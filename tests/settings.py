@@ -1,0 +1,15 @@
+"""Settings for the test process: cocoon's own, on a private data directory.
+
+The environment is cleaned before cocoon.settings reads it, so tests never touch a real ./.data or a
+configured Redis or database; cocoond subprocesses started by the tests inherit the same clean slate.
+"""
+
+import os
+import tempfile
+
+os.environ["COCOON_DATA"] = tempfile.mkdtemp(prefix="cocoon-test-")
+os.environ["COCOON_VALIDATE_RESULTS"] = "1"
+for name in ("REDIS_URL", "DATABASE_URL", "COCOON_TOKEN", "COCOON_CONFIG", "COCOON_DRIVER"):
+    os.environ.pop(name, None)
+
+from cocoon.settings import *  # noqa: E402, F403

@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events
 from cocoon.actors import Actor
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
 from cocoon.models import SettingsDocument
 from cocoon.schema import BOOLEAN, Schema, array, compile_schema, enum, integer, obj, string, validate
 
@@ -148,7 +148,9 @@ def _check_limits(document: dict[str, Any]) -> None:
         {
             "path": f"sandbox.limits.{name}",
             "code": "maximum",
-            "message": str(_("Must be at most %(limit)s.") % {"limit": sandbox["maxLimits"][name]}),
+            "message": interpolate_lazy(
+                _("Must be at most %(limit)s."), {"limit": sandbox["maxLimits"][name]}
+            ),
         }
         for name, value in sandbox["limits"].items()
         if value > sandbox["maxLimits"][name]
@@ -215,7 +217,7 @@ def reset_settings(keys: list[str] | None, *, actor: Actor) -> dict[str, Any]:
     if not keys:
         return _save({}, "settings.reset", ["*"], actor)
     unknown = [
-        {"path": f"keys.{index}", "code": "unknown_setting", "message": str(_("Unknown setting."))}
+        {"path": f"keys.{index}", "code": "unknown_setting", "message": _("Unknown setting.")}
         for index, key in enumerate(keys)
         if not _is_known_path(key.split("."))
     ]

@@ -78,10 +78,9 @@ class RpcConsumer(AsyncJsonWebsocketConsumer):
         task.add_done_callback(self.calls.discard)
 
     def _dispatch_inline(self, content: dict[str, Any]) -> Any:
-        with translation.override(self.language):
-            return registry.dispatch(
-                content["method"], content.get("params"), self.actor, self.language, connection=self
-            )
+        return registry.dispatch(
+            content["method"], content.get("params"), self.actor, self.language, connection=self
+        )
 
     async def _dispatch_in_thread(self, content: dict[str, Any]) -> Any:
         return await database_sync_to_async(self._dispatch_inline, thread_sensitive=False)(content)

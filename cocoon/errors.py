@@ -3,6 +3,7 @@
 from enum import StrEnum
 from typing import Any
 
+from django.utils.functional import Promise, lazy
 from django.utils.translation import gettext_lazy as _
 
 
@@ -52,6 +53,26 @@ DEFAULT_MESSAGES = {
 }
 
 
+def _interpolate(message: Any, params: dict[str, Any]) -> str:
+    return str(message) % params if params else str(message)
+
+
+# A translated message with its %-params, rendered only when it is turned into a string: errors are
+# raised before anyone knows (or has paid to look up) the language they will be answered in.
+interpolate_lazy = lazy(_interpolate, str)
+
+
+def force_text(value: Any) -> Any:
+    """value with every lazy translation inside it rendered in the active language."""
+    if isinstance(value, Promise):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: force_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [force_text(item) for item in value]
+    return value
+
+
 class RpcError(Exception):
     """An error answered to a client as {"error": {"code", "message", "details"}}.
 
@@ -78,7 +99,5 @@ class RpcError(Exception):
 
     def render(self) -> dict[str, Any]:
         """The wire shape, in the active language."""
-        message = str(self.message)
-        if self.params:
-            message = message % self.params
-        return {"code": str(self.code), "message": message, "details": self.details}
+        message = _interpolate(self.message, self.params)
+        return {"code": str(self.code), "message": message, "details": force_text(self.details)}

@@ -16,15 +16,28 @@ from cocoon.actors import Actor
 from cocoon.errors import ErrorCode, RpcError
 from cocoon.schema import EMPTY, Schema, compile_schema, validate
 
+Language = str | Callable[[], str]
 
-@dataclass
+
 class Call:
-    """What a handler gets: validated params, who is calling, and in which language to answer."""
+    """What a handler gets: validated params, who is calling, and in which language to answer.
 
-    params: dict[str, Any]
-    actor: Actor
-    language: str
-    connection: Any = None  # the WebSocket consumer, for methods that need one (events.*)
+    The language may be given as a function: it is looked up only if a handler asks for it.
+    """
+
+    def __init__(
+        self, params: dict[str, Any], actor: Actor, language: Language, connection: Any = None
+    ) -> None:
+        self.params = params
+        self.actor = actor
+        self.connection = connection  # the WebSocket consumer, for methods that need one (events.*)
+        self._language = language
+
+    @property
+    def language(self) -> str:
+        if callable(self._language):
+            self._language = self._language()
+        return self._language
 
 
 Handler = Callable[[Call], Any]
@@ -116,7 +129,9 @@ class Registry:
             raise RpcError(ErrorCode.NOT_FOUND, UNKNOWN_METHOD, name=name)
         return method
 
-    def dispatch(self, name: str, params: Any, actor: Actor, language: str, connection: Any = None) -> Any:
+    def dispatch(
+        self, name: str, params: Any, actor: Actor, language: Language, connection: Any = None
+    ) -> Any:
         """Authorize, validate and run one call. Raises RpcError for anything a client did wrong."""
         method = self.get(name)
         if not method.allowed_for(actor):

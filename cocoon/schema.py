@@ -3,11 +3,11 @@
 import re
 from typing import Any
 
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
 
 Schema = dict[str, Any]
 
@@ -47,12 +47,22 @@ def nullable(schema: Schema) -> Schema:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
+LIMIT_MESSAGES = {
+    "minimum": _("Must be at least %(limit)s."),
+    "maximum": _("Must be at most %(limit)s."),
+    "minLength": _("Must be at least %(limit)s characters long."),
+    "maxLength": _("Must be at most %(limit)s characters long."),
+    "minItems": _("Must have at least %(limit)s items."),
+    "maxItems": _("Must have at most %(limit)s items."),
+}
+
+
 def _join(path: list[Any]) -> str:
     return ".".join(str(part) for part in path)
 
 
 def _field_errors(error: ValidationError) -> list[dict[str, str]]:
-    """Turn one jsonschema error into field errors whose messages never echo the offending value."""
+    """Turn one jsonschema error into field errors (lazy messages that never echo the value)."""
     path = list(error.absolute_path)
     value = error.validator_value
     kind = str(error.validator)
@@ -72,23 +82,18 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
             {"path": _join([*path, key]), "code": "unknown_field", "message": _("Unknown field.")}
             for key in extra
         ]
-    messages = {
-        "type": lambda: (
-            _("Must be of type %(type)s.") % {"type": value if isinstance(value, str) else " | ".join(value)}
-        ),
-        "enum": lambda: (
-            _("Must be one of: %(choices)s.") % {"choices": ", ".join(str(choice) for choice in value)}
-        ),
-        "minimum": lambda: _("Must be at least %(limit)s.") % {"limit": value},
-        "maximum": lambda: _("Must be at most %(limit)s.") % {"limit": value},
-        "minLength": lambda: _("Must be at least %(limit)s characters long.") % {"limit": value},
-        "maxLength": lambda: _("Must be at most %(limit)s characters long.") % {"limit": value},
-        "minItems": lambda: _("Must have at least %(limit)s items.") % {"limit": value},
-        "maxItems": lambda: _("Must have at most %(limit)s items.") % {"limit": value},
-        "pattern": lambda: _("Has an invalid format."),
-        "format": lambda: _("Has an invalid format."),
-    }
-    message = messages.get(kind, lambda: _("Is not valid."))()
+    if kind == "type":
+        names = value if isinstance(value, str) else " | ".join(value)
+        message = interpolate_lazy(_("Must be of type %(type)s."), {"type": names})
+    elif kind == "enum":
+        choices = ", ".join(str(choice) for choice in value)
+        message = interpolate_lazy(_("Must be one of: %(choices)s."), {"choices": choices})
+    elif kind in LIMIT_MESSAGES:
+        message = interpolate_lazy(LIMIT_MESSAGES[kind], {"limit": value})
+    elif kind in {"pattern", "format"}:
+        message = _("Has an invalid format.")
+    else:
+        message = _("Is not valid.")
     return [{"path": _join(path), "code": kind, "message": message}]
 
 

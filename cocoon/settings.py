@@ -85,8 +85,9 @@ SQLITE_OPTIONS = {
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'cocoon.sqlite3'}",
-        conn_max_age=600,
-        conn_health_checks=True,
+        # Under ASGI every request runs in a thread of its own, so persistent connections would
+        # only pile up (Django's advice for ASGI); SQLite connections are cheap to open.
+        conn_max_age=0,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -70,9 +70,7 @@ class RpcView(APIView):
 
     def post(self, request: Request, method: str) -> Response:
         params = parse_params(request.body)
-        language = language_of_request(request)
-        with translation.override(language):
-            result = registry.dispatch(method, params, request.user, language)
+        result = registry.dispatch(method, params, request.user, lambda: language_of_request(request))
         return Response({"result": result})
 
 

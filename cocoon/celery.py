@@ -15,6 +15,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "prune-activity": {"task": "cocoon.tasks.prune_activity", "schedule": crontab(minute=17, hour=3)},
+    "reconcile-sandboxes": {"task": "sandboxes.tasks.reconcile", "schedule": 30.0},
 }
 
 

@@ -17,6 +17,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = ensure_private_dir(env_path("COCOON_DATA", BASE_DIR / ".data"))
 COCOON_BIND = env_str("COCOON_BIND", "127.0.0.1:7420")
 COCOON_DRIVER = env_str("COCOON_DRIVER", "auto")
+# Prefix and label of every engine object this instance makes; instances sharing an engine differ here.
+COCOON_INSTANCE = env_str("COCOON_INSTANCE", "cocoon")
 COCOON_TOKEN = env_str("COCOON_TOKEN")
 COCOON_CONFIG = env_str("COCOON_CONFIG")
 REDIS_URL = env_str("REDIS_URL")

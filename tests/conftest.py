@@ -64,11 +64,21 @@ class Cocoond:
         return self.data.parent / f"{self.data.name}.log"
 
     @property
+    def instance(self) -> str:
+        return f"{os.environ['COCOON_INSTANCE']}x{self.port}"
+
+    @property
     def token(self) -> str:
         return (self.data / "admin-token.txt").read_text().strip()
 
     def start(self) -> "Cocoond":
-        env = server_env(COCOON_DATA=str(self.data), COCOON_BIND=f"127.0.0.1:{self.port}", **self.env)
+        env = server_env(
+            COCOON_DATA=str(self.data),
+            COCOON_BIND=f"127.0.0.1:{self.port}",
+            # Each instance owns its engine objects; reconcile would otherwise treat another's as orphans.
+            COCOON_INSTANCE=self.instance,
+        )
+        env.update(self.env)
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "manage.py", "cocoond"],
@@ -177,7 +187,9 @@ class WsClient:
 
 
 @pytest.fixture
-def start_cocoond(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Cocoond]]:
+def start_cocoond(
+    tmp_path_factory: pytest.TempPathFactory, docker_client: Any
+) -> Iterator[Callable[..., Cocoond]]:
     """Start cocoond instances for one test; every one started is stopped afterwards."""
     started: list[Cocoond] = []
 
@@ -193,7 +205,7 @@ def start_cocoond(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
 
 
 @pytest.fixture(scope="session")
-def cocoond(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cocoond]:
+def cocoond(tmp_path_factory: pytest.TempPathFactory, docker_client: Any) -> Iterator[Cocoond]:
     """One cocoond shared by the tests that do not restart or reconfigure it."""
     instance = Cocoond(data=tmp_path_factory.mktemp("shared") / "data").start()
     yield instance
@@ -236,5 +248,103 @@ def _redis_ready(port: int) -> bool:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
             sock.sendall(b"PING\r\n")
             return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+# -- engine fixtures ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    """The real Docker engine; at the end, everything the tests' instances made is removed."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as error:
+        pytest.fail(f"dockerd is not running ({error}): run scripts/provision")
+    yield client
+    prefix = os.environ["COCOON_INSTANCE"]
+
+    def ours(obj: Any) -> bool:
+        return (
+            (obj.attrs.get("Labels") or obj.attrs.get("Config", {}).get("Labels") or {})
+            .get("io.cocoon.instance", "")
+            .startswith(prefix)
+        )
+
+    for container in client.containers.list(all=True, filters={"label": "io.cocoon.instance"}):
+        if container.labels.get("io.cocoon.instance", "").startswith(prefix):
+            container.remove(force=True, v=True)
+    for volume in client.volumes.list(filters={"label": "io.cocoon.instance"}):
+        if ours(volume):
+            volume.remove(force=True)
+    for network in client.networks.list(filters={"label": "io.cocoon.instance"}):
+        if ours(network):
+            network.remove()
+
+
+@pytest.fixture(scope="session")
+def sandbox_image(docker_client: Any) -> str:
+    """cocoon-sandbox:latest, built from images/sandbox on a base image seeded offline."""
+    subprocess.run([str(ROOT / "scripts/seed-base-image")], check=True)
+    tag = "cocoon-sandbox:latest"
+    docker_client.images.build(path=str(ROOT / "images/sandbox"), tag=tag, target="base", rm=True)
+    return tag
+
+
+def instance_objects(client: Any, instance: str) -> dict[str, set[str]]:
+    """Names of the containers and volumes of one cocoon instance."""
+    label = f"io.cocoon.instance={instance}"
+    return {
+        "containers": {c.name for c in client.containers.list(all=True, filters={"label": label})},
+        "volumes": {v.name for v in client.volumes.list(filters={"label": label})} - {f"{instance}-agents"},
+    }
+
+
+@pytest.fixture(scope="session")
+def outside_host() -> Iterator[tuple[str, int]]:
+    """A test host 'outside' the sandboxes: a network namespace of our own behind a veth pair, with a
+    TCP server on it. Traffic to it from a sandbox crosses the host exactly like traffic to the internet."""
+    namespace, host_side, ns_side = f"cocoontest-out-{os.getpid()}", f"cct{os.getpid() % 100000}h", "eth0"
+    subnet = "198.18.77"
+    port = 8080
+
+    def ip(*args: str, check: bool = True) -> None:
+        subprocess.run(["ip", *args], check=check, capture_output=True)
+
+    ip("netns", "add", namespace)
+    server = None
+    try:
+        ip("link", "add", host_side, "type", "veth", "peer", "name", ns_side, "netns", namespace)
+        ip("addr", "add", f"{subnet}.1/30", "dev", host_side)
+        ip("link", "set", host_side, "up")
+        ip("-n", namespace, "addr", "add", f"{subnet}.2/30", "dev", ns_side)
+        ip("-n", namespace, "link", "set", ns_side, "up")
+        ip("-n", namespace, "link", "set", "lo", "up")
+        ip("-n", namespace, "route", "add", "default", "via", f"{subnet}.1")
+        # A plain TCP server: http.server would first wait for a reverse DNS lookup that cannot succeed.
+        serve = (
+            "import socketserver as s\n"
+            "class H(s.BaseRequestHandler):\n def handle(self): self.request.sendall(b'outside')\n"
+            f"s.TCPServer(('{subnet}.2', {port}), H).serve_forever()"
+        )
+        server = subprocess.Popen(["ip", "netns", "exec", namespace, sys.executable, "-c", serve])
+        wait_until(lambda: _reachable(f"{subnet}.2", port), timeout=10)
+        yield f"{subnet}.2", port
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+        ip("link", "del", host_side, check=False)
+        ip("netns", "del", namespace, check=False)
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
     except OSError:
         return False

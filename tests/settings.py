@@ -5,10 +5,13 @@ configured Redis or database; cocoond subprocesses started by the tests inherit 
 """
 
 import os
+import secrets
 import tempfile
 
 os.environ["COCOON_DATA"] = tempfile.mkdtemp(prefix="cocoon-test-")
 os.environ["COCOON_VALIDATE_RESULTS"] = "1"
+# Engine objects made by tests carry their own instance name, never a real instance's.
+os.environ["COCOON_INSTANCE"] = f"cocoontest{secrets.token_hex(3)}"
 for name in ("REDIS_URL", "DATABASE_URL", "COCOON_TOKEN", "COCOON_CONFIG", "COCOON_DRIVER"):
     os.environ.pop(name, None)
 

@@ -48,6 +48,10 @@ class Command(BaseCommand):
             worker = EmbeddedWorker()
             worker.start()
 
+        from sandboxes.setup import ensure_on_start
+
+        ensure_on_start()
+
         from cocoon.asgi import application  # after setup: importing it builds the app
 
         self.stdout.write(

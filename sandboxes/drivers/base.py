@@ -1,0 +1,161 @@
+"""The SandboxDriver interface: what cocoon needs of an engine, and the values that cross it."""
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from sandboxes.choices import SandboxState
+
+AGENT_USER = "agent"
+WORKSPACE = "/workspace"
+# Output of one exec is capped, so a runaway command cannot exhaust cocoond's memory.
+MAX_EXEC_OUTPUT = 4 * 1024 * 1024
+
+
+class DriverError(Exception):
+    """The engine refused or failed; the message is safe to show (no secrets in it)."""
+
+
+class ImageNotFound(DriverError):
+    pass
+
+
+class SandboxNotFound(DriverError):
+    pass
+
+
+@dataclass(frozen=True)
+class Limits:
+    cpus: float
+    memory_mb: int
+    pids: int
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    sandbox_id: str
+    image: str
+    network: str
+    limits: Limits
+    runtime: str = ""
+    hostname: str = "sandbox"
+
+
+@dataclass
+class EngineState:
+    """What the engine says about one sandbox."""
+
+    state: SandboxState
+    ips: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    truncated: bool = False
+
+
+class TtySession(abc.ABC):
+    """An interactive terminal into a sandbox: bytes both ways, resizable."""
+
+    @abc.abstractmethod
+    def read(self, size: int = 65536) -> bytes:
+        """Block until output is available; b"" when the session has ended."""
+
+    @abc.abstractmethod
+    def write(self, data: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def resize(self, cols: int, rows: int) -> None: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
+def object_name(*parts: str) -> str:
+    """Engine object names carry the instance prefix, so instances sharing an engine never collide."""
+    return "-".join((settings.COCOON_INSTANCE, *parts))
+
+
+def labels(kind: str, sandbox_id: str | None = None) -> dict[str, str]:
+    marked = {"io.cocoon.instance": settings.COCOON_INSTANCE, "io.cocoon.kind": kind}
+    if sandbox_id:
+        marked["io.cocoon.sandbox"] = sandbox_id
+    return marked
+
+
+class SandboxDriver(abc.ABC):
+    kind: str
+
+    @abc.abstractmethod
+    def capabilities(self) -> list[str]: ...
+
+    def runtimes(self) -> list[str]:
+        return []
+
+    @abc.abstractmethod
+    def image_exists(self, image: str) -> bool: ...
+
+    @abc.abstractmethod
+    def ensure_networks(self) -> None:
+        """Create the networks sandboxes use (idempotent)."""
+
+    @abc.abstractmethod
+    def create(self, spec: SandboxSpec) -> EngineState:
+        """Create and start a sandbox. On failure nothing of it is left in the engine."""
+
+    @abc.abstractmethod
+    def start(self, sandbox_id: str) -> EngineState: ...
+
+    @abc.abstractmethod
+    def stop(self, sandbox_id: str) -> EngineState: ...
+
+    @abc.abstractmethod
+    def remove(self, sandbox_id: str) -> None:
+        """Remove the sandbox and all it owns (volumes, folders); missing parts are fine."""
+
+    @abc.abstractmethod
+    def inspect(self, sandbox_id: str) -> EngineState: ...
+
+    @abc.abstractmethod
+    def list_ids(self) -> set[str]:
+        """Ids of every sandbox of this instance the engine holds."""
+
+    @abc.abstractmethod
+    def exec(
+        self,
+        sandbox_id: str,
+        command: list[str],
+        *,
+        stdin: bytes | None = None,
+        env: dict[str, str] | None = None,
+        user: str = AGENT_USER,
+        workdir: str = WORKSPACE,
+        timeout: float = 60,
+    ) -> ExecResult: ...
+
+    @abc.abstractmethod
+    def open_tty(
+        self,
+        sandbox_id: str,
+        command: list[str],
+        *,
+        cols: int = 80,
+        rows: int = 24,
+        env: dict[str, str] | None = None,
+        user: str = AGENT_USER,
+        workdir: str = WORKSPACE,
+    ) -> TtySession: ...
+
+    @abc.abstractmethod
+    def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
+        """Extract a tar archive into path inside the sandbox."""
+
+    @abc.abstractmethod
+    def get_archive(self, sandbox_id: str, path: str) -> Iterator[bytes]:
+        """A tar stream of path inside the sandbox."""

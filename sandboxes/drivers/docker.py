@@ -1,0 +1,351 @@
+"""The Docker driver: hardened containers through the Docker Engine API (the `docker` SDK)."""
+
+import contextlib
+import math
+import socket
+import time
+from collections.abc import Iterator
+from functools import cached_property
+from typing import Any
+
+import docker
+from docker.errors import APIError, NotFound
+from docker.errors import ImageNotFound as DockerImageNotFound
+from docker.utils.socket import frames_iter
+
+from sandboxes.choices import Capability, NetworkMode, SandboxState
+from sandboxes.drivers.base import (
+    AGENT_USER,
+    MAX_EXEC_OUTPUT,
+    WORKSPACE,
+    DriverError,
+    EngineState,
+    ExecResult,
+    ImageNotFound,
+    SandboxDriver,
+    SandboxNotFound,
+    SandboxSpec,
+    TtySession,
+    labels,
+    object_name,
+)
+
+# Runtimes cocoon offers when the engine lists them (gVisor, Kata + Firecracker, libkrun).
+OPTIONAL_RUNTIMES = ("runsc", "kata-fc", "krun")
+STOP_TIMEOUT_S = 10
+TMPFS_OPTIONS = "rw,nosuid,nodev,size=512m"
+# How long past the in-sandbox `timeout` the driver waits before giving up on the output stream.
+EXEC_GRACE_S = 5
+
+
+def _errors(error: Exception) -> DriverError:
+    if isinstance(error, DockerImageNotFound):
+        return ImageNotFound(str(error.explanation or error))
+    if isinstance(error, NotFound):
+        return SandboxNotFound(str(error.explanation or error))
+    if isinstance(error, APIError):
+        return DriverError(str(error.explanation or error))
+    return DriverError(str(error))
+
+
+class DockerTty(TtySession):
+    def __init__(self, api: Any, exec_id: str, sock: Any) -> None:
+        self.api = api
+        self.exec_id = exec_id
+        self.sock = sock
+        self.raw: socket.socket = sock._sock
+
+    def read(self, size: int = 65536) -> bytes:
+        try:
+            return self.raw.recv(size)
+        except OSError:
+            return b""
+
+    def write(self, data: bytes) -> None:
+        self.raw.sendall(data)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.api.exec_resize(self.exec_id, height=rows, width=cols)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class DockerDriver(SandboxDriver):
+    kind = "docker"
+    host_alias = "host.docker.internal"
+
+    def __init__(self, base_url: str | None = None) -> None:
+        self.base_url = base_url
+
+    @cached_property
+    def client(self) -> docker.DockerClient:
+        if self.base_url:
+            return docker.DockerClient(base_url=self.base_url, timeout=120)
+        return docker.from_env(timeout=120)
+
+    # -- engine facts ---------------------------------------------------------------------------
+
+    def capabilities(self) -> list[str]:
+        capabilities = [
+            Capability.IMAGES,
+            Capability.RESOURCE_LIMITS,
+            Capability.EGRESS_ENFORCED,
+            Capability.TTY,
+            Capability.ARCHIVE,
+        ]
+        if self.runtimes():
+            capabilities.append(Capability.RUNTIMES)
+        return [str(capability) for capability in capabilities]
+
+    def runtimes(self) -> list[str]:
+        try:
+            available = self.client.info().get("Runtimes", {})
+        except Exception:  # an engine that is down offers nothing
+            return []
+        return [runtime for runtime in OPTIONAL_RUNTIMES if runtime in available]
+
+    def image_exists(self, image: str) -> bool:
+        try:
+            self.client.images.get(image)
+        except DockerImageNotFound:
+            return False
+        except APIError as error:
+            raise _errors(error) from error
+        return True
+
+    # -- networks -------------------------------------------------------------------------------
+
+    def network_name(self, mode: str) -> str | None:
+        return {NetworkMode.EGRESS: object_name("internal"), NetworkMode.OPEN: object_name("open")}.get(mode)
+
+    def ensure_networks(self) -> None:
+        wanted = {object_name("internal"): True, object_name("open"): False}
+        try:
+            existing = {network.name for network in self.client.networks.list(names=list(wanted))}
+            for name, internal in wanted.items():
+                if name not in existing:
+                    self.client.networks.create(
+                        name, driver="bridge", internal=internal, labels=labels("network")
+                    )
+        except APIError as error:
+            raise _errors(error) from error
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def container_name(self, sandbox_id: str) -> str:
+        return object_name(sandbox_id)
+
+    def workspace_volume(self, sandbox_id: str) -> str:
+        return object_name(sandbox_id, "workspace")
+
+    def agents_volume(self) -> str:
+        return object_name("agents")
+
+    def create_options(self, spec: SandboxSpec) -> dict[str, Any]:
+        """The hardened container definition; engine-specific tweaks go in subclasses."""
+        options: dict[str, Any] = {
+            "image": spec.image,
+            "command": ["sleep", "infinity"],
+            "name": self.container_name(spec.sandbox_id),
+            "hostname": spec.hostname,
+            "labels": labels("sandbox", spec.sandbox_id),
+            "user": AGENT_USER,
+            "working_dir": WORKSPACE,
+            "init": True,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges:true"],
+            "nano_cpus": int(spec.limits.cpus * 1e9),
+            "mem_limit": f"{spec.limits.memory_mb}m",
+            "memswap_limit": f"{spec.limits.memory_mb}m",  # no swap beyond the memory limit
+            "pids_limit": spec.limits.pids,
+            "tmpfs": {"/tmp": TMPFS_OPTIONS},
+            "restart_policy": {"Name": "unless-stopped"},
+            "mounts": [
+                docker.types.Mount(WORKSPACE, self.workspace_volume(spec.sandbox_id), type="volume"),
+                docker.types.Mount("/opt/agents", self.agents_volume(), type="volume", read_only=True),
+            ],
+        }
+        network = self.network_name(spec.network)
+        if network:
+            options["network"] = network
+        else:
+            options["network_mode"] = "none"
+        if spec.network == NetworkMode.OPEN:
+            options["extra_hosts"] = {self.host_alias: "host-gateway"}
+        if spec.runtime:
+            options["runtime"] = spec.runtime
+        return options
+
+    def create(self, spec: SandboxSpec) -> EngineState:
+        try:
+            self.ensure_networks()
+            for volume in (self.agents_volume(), self.workspace_volume(spec.sandbox_id)):
+                self._ensure_volume(volume, spec.sandbox_id if "workspace" in volume else None)
+            container = self.client.containers.create(**self.create_options(spec))
+            container.start()
+            return self._state(container)
+        except Exception as error:
+            self.remove(spec.sandbox_id)
+            raise _errors(error) from error
+
+    def _ensure_volume(self, name: str, sandbox_id: str | None) -> None:
+        try:
+            self.client.volumes.get(name)
+        except NotFound:
+            self.client.volumes.create(name, labels=labels("volume", sandbox_id))
+
+    def _container(self, sandbox_id: str) -> Any:
+        try:
+            return self.client.containers.get(self.container_name(sandbox_id))
+        except Exception as error:
+            raise _errors(error) from error
+
+    def _state(self, container: Any) -> EngineState:
+        container.reload()
+        status = container.attrs["State"]["Status"]
+        state = SandboxState.RUNNING if status in {"running", "restarting"} else SandboxState.STOPPED
+        networks = container.attrs["NetworkSettings"].get("Networks") or {}
+        ips = {name: network["IPAddress"] for name, network in networks.items() if network.get("IPAddress")}
+        return EngineState(state=state, ips=ips)
+
+    def start(self, sandbox_id: str) -> EngineState:
+        container = self._container(sandbox_id)
+        try:
+            container.start()
+        except APIError as error:
+            raise _errors(error) from error
+        return self._state(container)
+
+    def stop(self, sandbox_id: str) -> EngineState:
+        container = self._container(sandbox_id)
+        try:
+            container.stop(timeout=STOP_TIMEOUT_S)
+        except APIError as error:
+            raise _errors(error) from error
+        return self._state(container)
+
+    def remove(self, sandbox_id: str) -> None:
+        with contextlib.suppress(NotFound):
+            self.client.containers.get(self.container_name(sandbox_id)).remove(force=True, v=True)
+        with contextlib.suppress(NotFound):
+            self.client.volumes.get(self.workspace_volume(sandbox_id)).remove(force=True)
+
+    def inspect(self, sandbox_id: str) -> EngineState:
+        try:
+            return self._state(self._container(sandbox_id))
+        except SandboxNotFound:
+            return EngineState(state=SandboxState.MISSING)
+
+    def list_ids(self) -> set[str]:
+        instance = labels("sandbox")["io.cocoon.instance"]
+        filters = {"label": [f"io.cocoon.instance={instance}", "io.cocoon.kind=sandbox"]}
+        containers = self.client.containers.list(all=True, filters=filters)
+        volumes = self.client.volumes.list(filters={"label": f"io.cocoon.instance={instance}"})
+        ids = {container.labels["io.cocoon.sandbox"] for container in containers}
+        ids |= {
+            volume.attrs["Labels"]["io.cocoon.sandbox"]
+            for volume in volumes
+            if "io.cocoon.sandbox" in (volume.attrs["Labels"] or {})
+        }
+        return ids
+
+    # -- exec -----------------------------------------------------------------------------------
+
+    def exec(
+        self,
+        sandbox_id: str,
+        command: list[str],
+        *,
+        stdin: bytes | None = None,
+        env: dict[str, str] | None = None,
+        user: str = AGENT_USER,
+        workdir: str = WORKSPACE,
+        timeout: float = 60,
+    ) -> ExecResult:
+        api = self.client.api
+        # `timeout` inside the sandbox kills the command; the socket deadline below is the backstop.
+        limit = max(1, math.ceil(timeout))
+        wrapped = ["timeout", "-k", "2", str(limit), *command]
+        started = time.monotonic()
+        try:
+            exec_id = api.exec_create(
+                self.container_name(sandbox_id),
+                wrapped,
+                stdin=stdin is not None,
+                environment=env or {},
+                workdir=workdir,
+                user=user,
+            )["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+        except Exception as error:
+            raise _errors(error) from error
+        raw: socket.socket = sock._sock
+        raw.settimeout(limit + EXEC_GRACE_S)
+        output = {1: bytearray(), 2: bytearray()}
+        truncated = False
+        try:
+            if stdin is not None:
+                raw.sendall(stdin)
+                raw.shutdown(socket.SHUT_WR)
+            for stream, data in frames_iter(sock, tty=False):
+                buffer = output.get(stream)
+                if buffer is None:
+                    continue
+                room = MAX_EXEC_OUTPUT - len(buffer)
+                if len(data) > room:
+                    truncated = True
+                buffer += data[: max(room, 0)]
+        except TimeoutError:
+            return ExecResult(-1, bytes(output[1]), bytes(output[2]), timed_out=True, truncated=truncated)
+        finally:
+            sock.close()
+        exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        timed_out = exit_code in {124, 137} and time.monotonic() - started >= limit
+        return ExecResult(
+            exit_code, bytes(output[1]), bytes(output[2]), timed_out=timed_out, truncated=truncated
+        )
+
+    def open_tty(
+        self,
+        sandbox_id: str,
+        command: list[str],
+        *,
+        cols: int = 80,
+        rows: int = 24,
+        env: dict[str, str] | None = None,
+        user: str = AGENT_USER,
+        workdir: str = WORKSPACE,
+    ) -> TtySession:
+        api = self.client.api
+        try:
+            exec_id = api.exec_create(
+                self.container_name(sandbox_id),
+                command,
+                stdin=True,
+                tty=True,
+                environment={"TERM": "xterm-256color", **(env or {})},
+                workdir=workdir,
+                user=user,
+            )["Id"]
+            sock = api.exec_start(exec_id, socket=True, tty=True)
+            api.exec_resize(exec_id, height=rows, width=cols)
+        except Exception as error:
+            raise _errors(error) from error
+        return DockerTty(api, exec_id, sock)
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
+        try:
+            if not self._container(sandbox_id).put_archive(path, data):
+                raise DriverError(f"could not extract into {path}")
+        except APIError as error:
+            raise _errors(error) from error
+
+    def get_archive(self, sandbox_id: str, path: str) -> Iterator[bytes]:
+        try:
+            stream, _stat = self._container(sandbox_id).get_archive(path)
+        except APIError as error:
+            raise _errors(error) from error
+        return stream

@@ -1,0 +1,91 @@
+"""Sandbox images: status and builds from images/sandbox, progress streamed as image.build events."""
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import activity, events
+from cocoon.errors import ErrorCode, RpcError
+from sandboxes.choices import Capability, ImageVariant
+from sandboxes.drivers import get_driver
+from sandboxes.drivers.base import DriverError
+
+CONTEXT = Path(settings.BASE_DIR) / "images" / "sandbox"
+REPOSITORY = "cocoon-sandbox"
+TAGS = {ImageVariant.BASE: "latest", ImageVariant.DB: "db", ImageVariant.FULL: "full"}
+
+activity.register_messages(
+    {
+        "image.built": _("Image %(tag)s was built."),
+        "image.build_failed": _("Building image %(tag)s failed."),
+    }
+)
+
+
+def image_tag(variant: str) -> str:
+    return f"{REPOSITORY}:{TAGS[ImageVariant(variant)]}"
+
+
+def _docker_client() -> Any:
+    driver = get_driver()
+    if Capability.IMAGES not in driver.capabilities():
+        raise RpcError(ErrorCode.CONFLICT, _("The %(driver)s driver has no images."), driver=driver.kind)
+    return driver.client
+
+
+def image_status() -> list[dict[str, Any]]:
+    client = _docker_client()
+    status = []
+    for variant in ImageVariant:
+        tag = image_tag(variant)
+        try:
+            image = client.images.get(tag)
+        except Exception:
+            status.append({"variant": variant.value, "tag": tag, "present": False})
+            continue
+        status.append(
+            {
+                "variant": variant.value,
+                "tag": tag,
+                "present": True,
+                "id": image.id,
+                "sizeMb": round(image.attrs["Size"] / 1e6, 1),
+                "createdAt": image.attrs["Created"],
+            }
+        )
+    return status
+
+
+def build_image(variant: str) -> str:
+    """Build one variant; every line of build output goes out as an image.build event."""
+    client = _docker_client()
+    tag = image_tag(variant)
+
+    def progress(status: str, **data: Any) -> None:
+        events.publish("image.build", {"variant": variant, "tag": tag, "status": status, **data})
+
+    progress("started")
+    try:
+        for chunk in client.api.build(
+            path=str(CONTEXT),
+            tag=tag,
+            target=variant,
+            rm=True,
+            forcerm=True,
+            decode=True,
+            labels={"io.cocoon.image": "sandbox"},
+        ):
+            if "error" in chunk:
+                raise DriverError(chunk["error"].strip())
+            line = chunk.get("stream", "").strip()
+            if line:
+                progress("progress", line=line)
+    except Exception as error:
+        progress("failed", error=str(error)[:2000])
+        activity.record("image.build_failed", {"tag": tag})
+        raise
+    progress("done")
+    activity.record("image.built", {"tag": tag})
+    return tag

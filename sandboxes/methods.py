@@ -1,0 +1,184 @@
+"""RPC methods of sandboxes: lifecycle, exec, images."""
+
+from typing import Any
+
+from django.db import transaction
+
+from cocoon.registry import Call, registry
+from cocoon.schema import (
+    BOOLEAN,
+    EMPTY,
+    INTEGER,
+    STRING,
+    TIMESTAMP,
+    array,
+    enum,
+    integer,
+    nullable,
+    obj,
+    string,
+)
+from sandboxes import images, services
+from sandboxes.choices import ImageVariant, NetworkMode, SandboxState
+from sandboxes.tasks import build_image
+
+SANDBOX_ID = string(pattern="^sb_[a-z0-9]+$", maxLength=40)
+LIMITS = obj(
+    {
+        "cpus": {"type": "number", "exclusiveMinimum": 0, "maximum": 1024},
+        "memoryMb": integer(minimum=64),
+        "pids": integer(minimum=16),
+    }
+)
+SANDBOX = obj(
+    {
+        "id": STRING,
+        "name": STRING,
+        "state": enum(*SandboxState.values),
+        "network": enum(*NetworkMode.values),
+        "image": STRING,
+        "ips": {"type": "object", "additionalProperties": STRING},
+        "repo": nullable(STRING),
+        "branch": nullable(STRING),
+        "limits": LIMITS,
+        "runtime": nullable(STRING),
+        "driver": STRING,
+        "error": nullable(STRING),
+        "createdAt": TIMESTAMP,
+        "updatedAt": TIMESTAMP,
+    }
+)
+BY_ID = obj({"sandboxId": SANDBOX_ID}, required=("sandboxId",))
+
+
+@registry.method(
+    "sandbox.create",
+    description="Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged "
+    "cocoon-baseline. Unset fields take the settings' sandbox defaults.",
+    params=obj(
+        {
+            "name": string(pattern="^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"),
+            "image": string(minLength=1, maxLength=300),
+            "repo": string(minLength=1, maxLength=2000),
+            "branch": string(minLength=1, maxLength=255),
+            "network": enum(*NetworkMode.values),
+            "limits": LIMITS,
+            "runtime": string(maxLength=50),
+        }
+    ),
+    result=SANDBOX,
+    agent_side=True,
+)
+def sandbox_create(call: Call) -> dict[str, Any]:
+    return services.serialize(services.create_sandbox(actor=call.actor, **call.params))
+
+
+@registry.method(
+    "sandbox.list", description="All sandboxes, newest first.", result=array(SANDBOX), agent_side=True
+)
+def sandbox_list(call: Call) -> list[dict[str, Any]]:
+    return [services.serialize(sandbox) for sandbox in services.Sandbox.objects.all()]
+
+
+@registry.method("sandbox.get", description="One sandbox.", params=BY_ID, result=SANDBOX, agent_side=True)
+def sandbox_get(call: Call) -> dict[str, Any]:
+    return services.serialize(services.get_sandbox(call.params["sandboxId"]))
+
+
+@registry.method(
+    "sandbox.start", description="Start a stopped sandbox.", params=BY_ID, result=SANDBOX, agent_side=True
+)
+def sandbox_start(call: Call) -> dict[str, Any]:
+    return services.serialize(services.start_sandbox(call.params["sandboxId"], actor=call.actor))
+
+
+@registry.method(
+    "sandbox.stop",
+    description="Stop a sandbox; its files are kept.",
+    params=BY_ID,
+    result=SANDBOX,
+    agent_side=True,
+)
+def sandbox_stop(call: Call) -> dict[str, Any]:
+    return services.serialize(services.stop_sandbox(call.params["sandboxId"], actor=call.actor))
+
+
+@registry.method(
+    "sandbox.delete",
+    description="Delete a sandbox with its workspace.",
+    params=BY_ID,
+    result=EMPTY,
+    agent_side=True,
+)
+def sandbox_delete(call: Call) -> dict[str, Any]:
+    services.delete_sandbox(call.params["sandboxId"], actor=call.actor)
+    return {}
+
+
+@registry.method(
+    "sandbox.exec",
+    description="Run a command (argv) in a running sandbox as its agent user; answers exit code and output.",
+    params=obj(
+        {
+            "sandboxId": SANDBOX_ID,
+            "command": array(string(maxLength=65536), minItems=1, maxItems=1000),
+            "cwd": string(pattern="^/", maxLength=4096),
+            "env": {
+                "type": "object",
+                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+                "additionalProperties": STRING,
+            },
+            "stdin": string(maxLength=16 * 1024 * 1024),
+            "timeoutS": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+        },
+        required=("sandboxId", "command"),
+    ),
+    result=obj({"exitCode": INTEGER, "stdout": STRING, "stderr": STRING, "truncated": BOOLEAN}),
+    agent_side=True,
+)
+def sandbox_exec(call: Call) -> dict[str, Any]:
+    params = call.params
+    return services.exec_in_sandbox(
+        params["sandboxId"],
+        params["command"],
+        cwd=params.get("cwd"),
+        env=params.get("env"),
+        stdin=params.get("stdin"),
+        timeout_s=params.get("timeoutS", 60),
+    )
+
+
+IMAGE_STATUS = obj(
+    {
+        "variant": STRING,
+        "tag": STRING,
+        "present": BOOLEAN,
+        "id": STRING,
+        "sizeMb": {"type": "number"},
+        "createdAt": STRING,
+    }
+)
+
+
+@registry.method(
+    "image.status",
+    description="The sandbox image variants and whether they are built.",
+    result=array(IMAGE_STATUS),
+    admin=True,
+)
+def image_status(call: Call) -> list[dict[str, Any]]:
+    return images.image_status()
+
+
+@registry.method(
+    "image.build",
+    description="Build a sandbox image variant in the background; progress arrives as image.build events.",
+    params=obj({"variant": enum(*ImageVariant.values)}),
+    result=obj({"queued": BOOLEAN, "tag": STRING}),
+    admin=True,
+)
+def image_build(call: Call) -> dict[str, Any]:
+    variant = call.params.get("variant", ImageVariant.BASE)
+    tag = images.image_tag(variant)
+    transaction.on_commit(lambda: build_image.delay(variant))
+    return {"queued": True, "tag": tag}

@@ -1,0 +1,38 @@
+from django.db import models
+
+from cocoon.ids import new_id
+from sandboxes.choices import NetworkMode, SandboxState
+
+
+def new_sandbox_id() -> str:
+    return new_id("sb")
+
+
+class Sandbox(models.Model):
+    """A sandbox: one container (or bwrap folder) with a git workspace, where agents run.
+
+    The row is what cocoon intends; reconcile() aligns state and IPs with what the engine reports.
+    """
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_sandbox_id, editable=False)
+    name = models.CharField(max_length=100, unique=True)
+    image = models.CharField(max_length=300)
+    network = models.CharField(max_length=10, choices=NetworkMode.choices)
+    cpus = models.FloatField()
+    memory_mb = models.PositiveIntegerField()
+    pids = models.PositiveIntegerField()
+    runtime = models.CharField(max_length=50, blank=True)
+    driver = models.CharField(max_length=20)
+    state = models.CharField(max_length=10, choices=SandboxState.choices, default=SandboxState.CREATING)
+    error = models.TextField(blank=True)
+    ips = models.JSONField(default=dict)
+    repo = models.CharField(max_length=2000, blank=True)
+    branch = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"

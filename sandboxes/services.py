@@ -1,0 +1,332 @@
+"""Sandbox lifecycle: create (all or nothing), start, stop, delete, exec, reconcile."""
+
+import logging
+import re
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import activity, config, events
+from cocoon.actors import Actor
+from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+from sandboxes.choices import SandboxState
+from sandboxes.drivers import get_driver
+from sandboxes.drivers.base import DriverError, Limits, SandboxNotFound, SandboxSpec
+from sandboxes.models import Sandbox
+
+logger = logging.getLogger(__name__)
+
+# Clone sources a sandbox may use: network URLs only. No local paths, no file://, no ext:: helpers,
+# nothing that git could read as an option.
+REPO_URL = re.compile(r"^(?:(?:https?|git|ssh)://[^\s@/]+(?:@[^\s/]+)?/\S+|[\w.-]+@[\w.-]+:[\w./~-]+)$")
+BRANCH = re.compile(r"^(?!-)[\w./-]{1,255}$")
+BASELINE_TAG = "cocoon-baseline"
+GIT_ENV = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_AUTHOR_NAME": "cocoon",
+    "GIT_AUTHOR_EMAIL": "cocoon@cocoon.invalid",
+    "GIT_COMMITTER_NAME": "cocoon",
+    "GIT_COMMITTER_EMAIL": "cocoon@cocoon.invalid",
+}
+CLONE_TIMEOUT_S = 600
+
+activity.register_messages(
+    {
+        "sandbox.created": _("Sandbox %(name)s was created."),
+        "sandbox.started": _("Sandbox %(name)s was started."),
+        "sandbox.stopped": _("Sandbox %(name)s was stopped."),
+        "sandbox.deleted": _("Sandbox %(name)s was deleted."),
+        "sandbox.missing": _("The container of sandbox %(name)s is gone."),
+    }
+)
+
+
+def serialize(sandbox: Sandbox) -> dict[str, Any]:
+    return {
+        "id": sandbox.id,
+        "name": sandbox.name,
+        "state": sandbox.state,
+        "network": sandbox.network,
+        "image": sandbox.image,
+        "ips": sandbox.ips,
+        "repo": sandbox.repo or None,
+        "branch": sandbox.branch or None,
+        "limits": {"cpus": sandbox.cpus, "memoryMb": sandbox.memory_mb, "pids": sandbox.pids},
+        "runtime": sandbox.runtime or None,
+        "driver": sandbox.driver,
+        "error": sandbox.error or None,
+        "createdAt": sandbox.created_at.isoformat(),
+        "updatedAt": sandbox.updated_at.isoformat(),
+    }
+
+
+def _publish(sandbox: Sandbox) -> None:
+    events.publish("sandbox.updated", serialize(sandbox), sandbox_id=sandbox.id)
+
+
+def _driver_error(error: DriverError) -> RpcError:
+    return RpcError(ErrorCode.DRIVER_ERROR, details={"engine": str(error)})
+
+
+def _field_error(path: str, message: Any) -> RpcError:
+    return RpcError(
+        ErrorCode.INVALID_PARAMS, details={"fields": [{"path": path, "code": "invalid", "message": message}]}
+    )
+
+
+def get_sandbox(sandbox_id: str) -> Sandbox:
+    sandbox = Sandbox.objects.filter(pk=sandbox_id).first()
+    if sandbox is None:
+        raise RpcError(ErrorCode.NOT_FOUND, _("Sandbox %(id)s does not exist."), id=sandbox_id)
+    return sandbox
+
+
+def _limits(requested: dict[str, Any] | None, defaults: dict[str, Any]) -> Limits:
+    limits = defaults["limits"] | (requested or {})
+    maxima = defaults["maxLimits"]
+    fields = [
+        {
+            "path": f"limits.{name}",
+            "code": "maximum",
+            "message": interpolate_lazy(_("Must be at most %(limit)s."), {"limit": maxima[name]}),
+        }
+        for name, value in limits.items()
+        if value > maxima[name]
+    ]
+    if fields:
+        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields})
+    return Limits(cpus=float(limits["cpus"]), memory_mb=int(limits["memoryMb"]), pids=int(limits["pids"]))
+
+
+def create_sandbox(
+    *,
+    actor: Actor,
+    name: str | None = None,
+    image: str | None = None,
+    network: str | None = None,
+    limits: dict[str, Any] | None = None,
+    runtime: str | None = None,
+    repo: str | None = None,
+    branch: str | None = None,
+) -> Sandbox:
+    """Create a running sandbox with a git workspace, or raise leaving nothing behind."""
+    defaults = config.get_settings()["sandbox"]
+    driver = get_driver()
+    image = image or defaults["image"]
+    network = network or defaults["network"]
+    runtime = runtime if runtime is not None else defaults["runtime"]
+    resolved = _limits(limits, defaults)
+    if repo and not REPO_URL.match(repo):
+        raise _field_error("repo", _("Must be an http(s)://, git://, ssh:// or user@host:path URL."))
+    if branch and not BRANCH.match(branch):
+        raise _field_error("branch", _("Has an invalid format."))
+    if runtime and runtime not in driver.runtimes():
+        raise _field_error(
+            "runtime", interpolate_lazy(_("The engine does not offer %(runtime)s."), {"runtime": runtime})
+        )
+    try:
+        image_known = driver.image_exists(image)
+    except DriverError as error:
+        raise _driver_error(error) from error
+    if not image_known:
+        raise _field_error("image", interpolate_lazy(_("Unknown image %(image)s."), {"image": image}))
+
+    try:
+        with transaction.atomic():
+            sandbox = Sandbox.objects.create(
+                name=name or "",
+                image=image,
+                network=network,
+                cpus=resolved.cpus,
+                memory_mb=resolved.memory_mb,
+                pids=resolved.pids,
+                runtime=runtime,
+                driver=driver.kind,
+                repo=repo or "",
+                branch=branch or "",
+            )
+            if not name:
+                sandbox.name = sandbox.id
+                sandbox.save(update_fields=["name"])
+    except IntegrityError:
+        raise RpcError(ErrorCode.CONFLICT, _("A sandbox named %(name)s exists already."), name=name) from None
+
+    spec = SandboxSpec(sandbox.id, image, network, resolved, runtime, hostname=_hostname(sandbox.name))
+    try:
+        observed = driver.create(spec)
+        _bootstrap_workspace(sandbox)
+    except BaseException as error:
+        _discard(sandbox)
+        if isinstance(error, DriverError):
+            raise _driver_error(error) from error
+        raise
+
+    with transaction.atomic():
+        sandbox.state = observed.state
+        sandbox.ips = observed.ips
+        sandbox.save()
+        activity.record("sandbox.created", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox.id)
+        _publish(sandbox)
+    return sandbox
+
+
+def _hostname(name: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9-]", "-", name)[:63].strip("-") or "sandbox"
+
+
+def _discard(sandbox: Sandbox) -> None:
+    """Undo a failed create: engine objects first, then the row."""
+    try:
+        get_driver().remove(sandbox.id)
+    except Exception:
+        logger.exception("could not remove the engine objects of failed sandbox %s", sandbox.id)
+    Sandbox.objects.filter(pk=sandbox.pk).delete()
+
+
+def _bootstrap_workspace(sandbox: Sandbox) -> None:
+    """/workspace becomes a git repository (empty, or cloned) tagged cocoon-baseline."""
+    if sandbox.repo:
+        clone = ["git", "clone", "--quiet"]
+        if sandbox.branch:
+            clone += ["--branch", sandbox.branch]
+        script = [*clone, "--", sandbox.repo, "."]
+        result = get_driver().exec(sandbox.id, script, env=GIT_ENV, timeout=CLONE_TIMEOUT_S)
+        if result.exit_code != 0:
+            message = result.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                details={
+                    "fields": [
+                        {
+                            "path": "repo",
+                            "code": "clone_failed",
+                            "message": _("The repository could not be cloned."),
+                        }
+                    ],
+                    "git": message[0][:500],
+                },
+            )
+        commands = [["git", "tag", BASELINE_TAG]]
+    else:
+        commands = [
+            ["git", "init", "--quiet", "--initial-branch", sandbox.branch or "main"],
+            ["git", "commit", "--quiet", "--allow-empty", "--message", "cocoon baseline"],
+            ["git", "tag", BASELINE_TAG],
+        ]
+    for command in commands:
+        result = get_driver().exec(sandbox.id, command, env=GIT_ENV, timeout=60)
+        if result.exit_code != 0:
+            raise DriverError(f"{' '.join(command)}: {result.stderr.decode(errors='replace').strip()[:500]}")
+
+
+def _running(sandbox: Sandbox) -> None:
+    if sandbox.state != SandboxState.RUNNING:
+        raise RpcError(
+            ErrorCode.CONFLICT,
+            _("Sandbox %(name)s is %(state)s, not running."),
+            name=sandbox.name,
+            state=sandbox.state,
+        )
+
+
+def _apply(
+    sandbox: Sandbox, state: str, ips: dict[str, str], key: str | None, actor: Actor | None
+) -> Sandbox:
+    with transaction.atomic():
+        sandbox.state, sandbox.ips = state, ips
+        sandbox.save(update_fields=["state", "ips", "updated_at"])
+        if key:
+            activity.record(key, {"name": sandbox.name}, actor=actor, sandbox_id=sandbox.id)
+        _publish(sandbox)
+    return sandbox
+
+
+def _engine_call(sandbox: Sandbox, operation: Any) -> Any:
+    try:
+        return operation(sandbox.id)
+    except SandboxNotFound:
+        _apply(sandbox, SandboxState.MISSING, {}, "sandbox.missing", None)
+        raise RpcError(
+            ErrorCode.CONFLICT, _("The container of sandbox %(name)s is gone."), name=sandbox.name
+        ) from None
+    except DriverError as error:
+        raise _driver_error(error) from error
+
+
+def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
+    sandbox = get_sandbox(sandbox_id)
+    observed = _engine_call(sandbox, get_driver().start)
+    return _apply(sandbox, observed.state, observed.ips, "sandbox.started", actor)
+
+
+def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
+    sandbox = get_sandbox(sandbox_id)
+    observed = _engine_call(sandbox, get_driver().stop)
+    return _apply(sandbox, observed.state, observed.ips, "sandbox.stopped", actor)
+
+
+def delete_sandbox(sandbox_id: str, *, actor: Actor) -> None:
+    sandbox = get_sandbox(sandbox_id)
+    try:
+        get_driver().remove(sandbox.id)
+    except DriverError as error:
+        raise _driver_error(error) from error
+    with transaction.atomic():
+        sandbox.delete()
+        activity.record("sandbox.deleted", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox_id)
+        events.publish("sandbox.deleted", {"id": sandbox_id}, sandbox_id=sandbox_id)
+
+
+def exec_in_sandbox(
+    sandbox_id: str,
+    command: list[str],
+    *,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    timeout_s: float = 60,
+) -> dict[str, Any]:
+    sandbox = get_sandbox(sandbox_id)
+    _running(sandbox)
+    result = _engine_call(
+        sandbox,
+        lambda sid: get_driver().exec(
+            sid,
+            command,
+            stdin=stdin.encode() if stdin is not None else None,
+            env=env,
+            workdir=cwd or "/workspace",
+            timeout=timeout_s,
+        ),
+    )
+    output = {
+        "exitCode": result.exit_code,
+        "stdout": result.stdout.decode(errors="replace"),
+        "stderr": result.stderr.decode(errors="replace"),
+        "truncated": result.truncated,
+    }
+    if result.timed_out:
+        raise RpcError(ErrorCode.TIMEOUT, details=output)
+    return output
+
+
+def reconcile() -> int:
+    """Align rows with the engine (state, IPs) and remove engine objects no row owns.
+
+    Returns how many sandboxes changed. Safe to run any time: creates in progress have their row first.
+    """
+    driver = get_driver()
+    changed = 0
+    for sandbox in Sandbox.objects.exclude(state=SandboxState.CREATING):
+        observed = driver.inspect(sandbox.id)
+        if (observed.state, observed.ips) == (sandbox.state, sandbox.ips):
+            continue
+        key = "sandbox.missing" if observed.state == SandboxState.MISSING else None
+        _apply(sandbox, observed.state, observed.ips, key, None)
+        changed += 1
+    known = set(Sandbox.objects.values_list("id", flat=True))
+    for orphan in driver.list_ids() - known:
+        logger.warning("removing orphaned sandbox objects of %s", orphan)
+        driver.remove(orphan)
+    return changed

@@ -1,0 +1,59 @@
+"""Sandbox parts of first-run setup and of the setup checklist (network, image)."""
+
+import logging
+from typing import Any
+
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import config
+from cocoon.setup import register_check
+from sandboxes.choices import Capability
+from sandboxes.drivers import get_driver
+from sandboxes.drivers.base import DriverError
+
+logger = logging.getLogger(__name__)
+
+
+@register_check("network", _("Sandbox networks"))
+def _network() -> tuple[bool, Any]:
+    try:
+        driver = get_driver()
+        if Capability.EGRESS_ENFORCED not in driver.capabilities():
+            return True, _("Not needed by this driver.")
+        names = [driver.network_name("egress"), driver.network_name("open")]
+        present = {network.name for network in driver.client.networks.list(names=names)}
+    except DriverError as error:
+        return False, str(error)
+    if set(names) <= present:
+        return True, _("The networks exist.")
+    return False, _("The networks are missing; they are created on start.")
+
+
+@register_check("image", _("Sandbox image"))
+def _image() -> tuple[bool, Any]:
+    image = config.get_settings()["sandbox"]["image"]
+    try:
+        if get_driver().image_exists(image):
+            return True, image
+    except DriverError as error:
+        return False, str(error)
+    return False, _("The image is missing: build it with image.build.")
+
+
+def ensure_on_start() -> None:
+    """At cocoond start: create the networks, align sandboxes with the engine, build a missing image."""
+    from sandboxes import services
+    from sandboxes.images import image_tag
+    from sandboxes.tasks import build_image
+
+    try:
+        driver = get_driver()
+        driver.ensure_networks()
+        services.reconcile()
+        image = config.get_settings()["sandbox"]["image"]
+        missing = Capability.IMAGES in driver.capabilities() and not driver.image_exists(image)
+        if missing and image == image_tag("base"):
+            build_image.delay("base")
+    except Exception:
+        # The engine may be down; cocoond serves anyway and the checklist shows what is missing.
+        logger.exception("sandbox setup at start-up failed")

@@ -1,13 +1,16 @@
 """Sandboxes on the real Docker engine, through a live cocoond (SPEC §3)."""
 
+import os
 import shutil
+import signal
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import free_port, instance_objects
+from tests.conftest import ROOT, free_port, instance_objects, wait_until
 
 
 @pytest.fixture
@@ -355,3 +358,51 @@ def test_cocoond_answers_while_engine_calls_run(cocoond, sandboxes):
     sandbox = sandboxes(network="none")
     assert httpx.get(f"{cocoond.url}/healthz").status_code == 200
     assert sandbox["limits"] == {"cpus": 2.0, "memoryMb": 4096, "pids": 1024}
+
+
+def test_a_tty_session_runs_a_shell_in_the_sandbox(cocoond, sandboxes, settings):
+    from sandboxes.drivers.docker import DockerDriver
+
+    sandbox = sandboxes(network="none")
+    settings.COCOON_INSTANCE = cocoond.instance
+    tty = DockerDriver().open_tty(sandbox["id"], ["bash", "--norc"], cols=120, rows=40)
+    try:
+        tty.write(b"stty size; echo marker-$((6*7))\n")
+        screen = b""
+        deadline = time.monotonic() + 10
+        while b"marker-42" not in screen and time.monotonic() < deadline:
+            screen += tty.read()
+        assert b"40 120" in screen
+        assert b"marker-42" in screen
+        tty.resize(100, 30)
+        tty.write(b"stty size\n")
+        deadline = time.monotonic() + 10
+        while b"30 100" not in screen and time.monotonic() < deadline:
+            screen += tty.read()
+        assert b"30 100" in screen
+    finally:
+        tty.close()
+
+
+@pytest.mark.e2e
+def test_sandboxes_come_back_after_dockerd_restarts(cocoond, sandboxes):
+    pid_file = Path("/run/cocoon-dockerd.pid")
+    if not pid_file.exists():
+        pytest.skip("dockerd was not started by scripts/provision, so it is not ours to restart")
+    sandbox = sandboxes(network="none")
+    sh(cocoond, sandbox, "echo survived > proof.txt")
+    pid = int(pid_file.read_text())
+    os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: not Path(f"/proc/{pid}").exists(), timeout=60)
+    subprocess.run([str(ROOT / "scripts/provision")], check=True)  # starts dockerd again, as CI does
+    container = f"{cocoond.instance}-{sandbox['id']}"
+
+    def running() -> bool:
+        result = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Running}}", container], capture_output=True, text=True
+        )
+        return result.stdout.strip() == "true"
+
+    wait_until(running, timeout=60)
+    assert run(cocoond, sandbox, "cat", "proof.txt")["stdout"] == "survived\n"
+    assert httpx.get(f"{cocoond.url}/healthz").status_code == 200

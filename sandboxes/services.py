@@ -185,39 +185,37 @@ def _discard(sandbox: Sandbox) -> None:
 
 
 def _bootstrap_workspace(sandbox: Sandbox) -> None:
-    """/workspace becomes a git repository (empty, or cloned) tagged cocoon-baseline."""
+    """/workspace becomes a git repository (empty, or cloned) tagged cocoon-baseline. One exec each way."""
+    driver = get_driver()
     if sandbox.repo:
         clone = ["git", "clone", "--quiet"]
         if sandbox.branch:
             clone += ["--branch", sandbox.branch]
-        script = [*clone, "--", sandbox.repo, "."]
-        result = get_driver().exec(sandbox.id, script, env=GIT_ENV, timeout=CLONE_TIMEOUT_S)
+        result = driver.exec(
+            sandbox.id, [*clone, "--", sandbox.repo, "."], env=GIT_ENV, timeout=CLONE_TIMEOUT_S
+        )
         if result.exit_code != 0:
-            message = result.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                details={
-                    "fields": [
-                        {
-                            "path": "repo",
-                            "code": "clone_failed",
-                            "message": _("The repository could not be cloned."),
-                        }
-                    ],
-                    "git": message[0][:500],
-                },
-            )
-        commands = [["git", "tag", BASELINE_TAG]]
+            last_line = (result.stderr.decode(errors="replace").strip().splitlines() or [""])[-1]
+            field = {
+                "path": "repo",
+                "code": "clone_failed",
+                "message": _("The repository could not be cloned."),
+            }
+            raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": [field], "git": last_line[:500]})
+        command = ["git", "tag", BASELINE_TAG]
     else:
-        commands = [
-            ["git", "init", "--quiet", "--initial-branch", sandbox.branch or "main"],
-            ["git", "commit", "--quiet", "--allow-empty", "--message", "cocoon baseline"],
-            ["git", "tag", BASELINE_TAG],
-        ]
-    for command in commands:
-        result = get_driver().exec(sandbox.id, command, env=GIT_ENV, timeout=60)
-        if result.exit_code != 0:
-            raise DriverError(f"{' '.join(command)}: {result.stderr.decode(errors='replace').strip()[:500]}")
+        # The branch name travels as $1, never inside the script text.
+        script = (
+            'git init --quiet --initial-branch "$1" && '
+            'git commit --quiet --allow-empty --message "cocoon baseline" && '
+            f"git tag {BASELINE_TAG}"
+        )
+        command = ["sh", "-c", script, "bootstrap", sandbox.branch or "main"]
+    result = driver.exec(sandbox.id, command, env=GIT_ENV, timeout=60)
+    if result.exit_code != 0:
+        raise DriverError(
+            f"workspace bootstrap failed: {result.stderr.decode(errors='replace').strip()[:500]}"
+        )
 
 
 def _running(sandbox: Sandbox) -> None:

@@ -179,21 +179,35 @@ class DockerDriver(SandboxDriver):
 
     def create(self, spec: SandboxSpec) -> EngineState:
         try:
-            self.ensure_networks()
-            for volume in (self.agents_volume(), self.workspace_volume(spec.sandbox_id)):
-                self._ensure_volume(volume, spec.sandbox_id if "workspace" in volume else None)
-            container = self.client.containers.create(**self.create_options(spec))
+            self._ensure_shared_objects()
+            self.client.volumes.create(
+                self.workspace_volume(spec.sandbox_id), labels=labels("volume", spec.sandbox_id)
+            )
+            options = self.create_options(spec)
+            try:
+                container = self.client.containers.create(**options)
+            except NotFound:  # a network or the toolbox volume was removed behind our back
+                self._shared_objects_ready = False
+                self._ensure_shared_objects()
+                container = self.client.containers.create(**options)
             container.start()
             return self._state(container)
         except Exception as error:
             self.remove(spec.sandbox_id)
             raise _errors(error) from error
 
-    def _ensure_volume(self, name: str, sandbox_id: str | None) -> None:
+    _shared_objects_ready = False
+
+    def _ensure_shared_objects(self) -> None:
+        """Networks and the toolbox volume, checked once per process rather than on every create."""
+        if self._shared_objects_ready:
+            return
+        self.ensure_networks()
         try:
-            self.client.volumes.get(name)
+            self.client.volumes.get(self.agents_volume())
         except NotFound:
-            self.client.volumes.create(name, labels=labels("volume", sandbox_id))
+            self.client.volumes.create(self.agents_volume(), labels=labels("volume"))
+        self._shared_objects_ready = True
 
     def _container(self, sandbox_id: str) -> Any:
         try:

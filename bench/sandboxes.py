@@ -1,0 +1,146 @@
+"""sandbox.create against a plain `docker run -d <same image> sleep infinity`, in the same run.
+
+Starts its own cocoond (own data directory and engine instance name), measures --runs sequential
+creates of each (network none, so both skip network setup alike), then creates --parallel sandboxes at
+once and reports the wall time, cocoond's RSS and the memory each sandbox uses. Everything it creates is
+removed at the end.
+
+    .venv/bin/python bench/sandboxes.py [--runs 10] [--parallel 50]
+"""
+
+import argparse
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import docker
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import free_port, server_env, wait_until  # noqa: E402
+
+IMAGE = "cocoon-sandbox:latest"
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--parallel", type=int, default=50)
+    args = parser.parse_args()
+
+    client = docker.from_env()
+    subprocess.run([str(ROOT / "scripts/seed-base-image")], check=True)
+    client.images.build(path=str(ROOT / "images/sandbox"), tag=IMAGE, target="base", rm=True)
+
+    port, instance = free_port(), f"cocoonbench{secrets.token_hex(3)}"
+    data = Path(tempfile.mkdtemp(prefix="cocoon-bench-")) / "data"
+    env = server_env(
+        COCOON_DATA=str(data),
+        COCOON_BIND=f"127.0.0.1:{port}",
+        COCOON_INSTANCE=instance,
+        COCOON_LOG_LEVEL="WARNING",
+    )
+    cocoond = subprocess.Popen(
+        [sys.executable, "manage.py", "cocoond", "--no-access-log"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(healthy, timeout=60)
+    token = (data / "admin-token.txt").read_text().strip()
+    api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=300)
+
+    def create() -> str:
+        response = api.post("/v1/rpc/sandbox.create", json={"network": "none"})
+        assert response.status_code == 200, response.text
+        return response.json()["result"]["id"]
+
+    try:
+        plain, plain_ids = [], []
+        for _ in range(args.runs):
+            started = time.perf_counter()
+            result = subprocess.run(
+                ["docker", "run", "-d", "--network", "none", IMAGE, "sleep", "infinity"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            plain.append(time.perf_counter() - started)
+            plain_ids.append(result.stdout.strip())
+        for container_id in plain_ids:
+            client.containers.get(container_id).remove(force=True)
+
+        cocoon = []
+        for _ in range(args.runs):
+            started = time.perf_counter()
+            sandbox_id = create()
+            cocoon.append(time.perf_counter() - started)
+            api.post("/v1/rpc/sandbox.delete", json={"sandboxId": sandbox_id})
+
+        rss_before = rss_mb(cocoond.pid)
+        started = time.perf_counter()
+        with ThreadPoolExecutor(args.parallel) as pool:
+            ids = list(pool.map(lambda _: create(), range(args.parallel)))
+        parallel_s = time.perf_counter() - started
+        rss_after = rss_mb(cocoond.pid)
+        usages = [
+            client.containers.get(f"{instance}-{sandbox_id}").stats(stream=False)["memory_stats"]["usage"]
+            / 2**20
+            for sandbox_id in ids
+        ]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda sid: api.post("/v1/rpc/sandbox.delete", json={"sandboxId": sid}), ids))
+    finally:
+        cocoond.terminate()
+        cocoond.wait(timeout=30)
+        for container in client.containers.list(
+            all=True, filters={"label": f"io.cocoon.instance={instance}"}
+        ):
+            container.remove(force=True, v=True)
+        for volume in client.volumes.list(filters={"label": f"io.cocoon.instance={instance}"}):
+            volume.remove(force=True)
+        for network in client.networks.list(filters={"label": f"io.cocoon.instance={instance}"}):
+            network.remove()
+
+    plain_median, cocoon_median = statistics.median(plain), statistics.median(cocoon)
+    print(f"sequential creates, {args.runs} each, image {IMAGE}, network none\n")
+    print(f"{'':<34} {'median s':>9} {'p95 s':>7}")
+    print(f"{'docker run -d ... sleep infinity':<34} {plain_median:>9.3f} {percentile(plain, 0.95):>7.3f}")
+    print(f"{'cocoon sandbox.create':<34} {cocoon_median:>9.3f} {percentile(cocoon, 0.95):>7.3f}")
+    print(f"ratio (median): {cocoon_median / plain_median:.2f}x  (target <= 1.5x)\n")
+    print(f"{args.parallel} sandboxes created in parallel: {parallel_s:.1f} s")
+    print(f"cocoond RSS: {rss_before:.0f} MB before, {rss_after:.0f} MB after")
+    print(f"memory per sandbox: median {statistics.median(usages):.1f} MB, max {max(usages):.1f} MB")
+
+
+if __name__ == "__main__":
+    main()

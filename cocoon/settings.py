@@ -23,6 +23,10 @@ COCOON_TOKEN = env_str("COCOON_TOKEN")
 COCOON_CONFIG = env_str("COCOON_CONFIG")
 REDIS_URL = env_str("REDIS_URL")
 ADMIN_TOKEN_FILE = DATA_DIR / "admin-token.txt"
+# npm staging folders for the toolbox, keyed by package list; CI points this at a persistent cache.
+COCOON_TOOLBOX_CACHE = env_path("COCOON_TOOLBOX_CACHE", DATA_DIR / "toolbox-cache")
+# First start builds the sandbox image and installs the toolbox in the background unless this is off.
+COCOON_AUTO_INSTALL = env_bool("COCOON_AUTO_INSTALL", True)
 SECRETS_KEY_FILE = DATA_DIR / "secrets.key"
 
 SECRET_KEY = env_str("COCOON_SECRET_KEY") or read_or_create_private_file(

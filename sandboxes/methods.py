@@ -18,9 +18,9 @@ from cocoon.schema import (
     obj,
     string,
 )
-from sandboxes import images, services
+from sandboxes import images, services, toolbox
 from sandboxes.choices import ImageVariant, NetworkMode, SandboxState
-from sandboxes.tasks import build_image
+from sandboxes.tasks import build_image, install_toolbox
 
 SANDBOX_ID = string(pattern="^sb_[a-z0-9]+$", maxLength=40)
 LIMITS = obj(
@@ -182,3 +182,33 @@ def image_build(call: Call) -> dict[str, Any]:
     tag = images.image_tag(variant)
     transaction.on_commit(lambda: build_image.delay(variant))
     return {"queued": True, "tag": tag}
+
+
+@registry.method(
+    "toolbox.status",
+    description="Whether the agent toolbox (/opt/agents) is installed, and its package versions.",
+    result=obj(
+        {
+            "installed": BOOLEAN,
+            "current": BOOLEAN,
+            "packages": array(STRING),
+            "versions": {"type": "object", "additionalProperties": STRING},
+            "preparedAt": nullable(STRING),
+        }
+    ),
+    admin=True,
+)
+def toolbox_status(call: Call) -> dict[str, Any]:
+    return toolbox.toolbox_status()
+
+
+@registry.method(
+    "toolbox.install",
+    description="Install or update the agent toolbox in the background (no image rebuild); progress "
+    "arrives as toolbox.install events.",
+    result=obj({"queued": BOOLEAN}),
+    admin=True,
+)
+def toolbox_install(call: Call) -> dict[str, Any]:
+    transaction.on_commit(install_toolbox.delay)
+    return {"queued": True}

@@ -3,6 +3,7 @@
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import config
@@ -40,20 +41,47 @@ def _image() -> tuple[bool, Any]:
     return False, _("The image is missing: build it with image.build.")
 
 
+@register_check("toolbox", _("Agent toolbox"))
+def _toolbox() -> tuple[bool, Any]:
+    from sandboxes.toolbox import toolbox_status
+
+    try:
+        status = toolbox_status()
+    except Exception as error:  # no image yet, engine down: say so instead of failing the list
+        return False, str(error)
+    if not status["installed"]:
+        return False, _("Not installed: run toolbox.install.")
+    if not status["current"]:
+        return False, _("Installed for another package list: run toolbox.install.")
+    return True, ", ".join(f"{name} {version}" for name, version in status["versions"].items())
+
+
 def ensure_on_start() -> None:
-    """At cocoond start: create the networks, align sandboxes with the engine, build a missing image."""
+    """At cocoond start: create the networks, align sandboxes with the engine, and (unless
+    COCOON_AUTO_INSTALL is off) build a missing image and install a missing toolbox in the background."""
+    from celery import chain
+
     from sandboxes import services
     from sandboxes.images import image_tag
-    from sandboxes.tasks import build_image
+    from sandboxes.tasks import build_image, install_toolbox
+    from sandboxes.toolbox import toolbox_status
 
     try:
         driver = get_driver()
         driver.ensure_networks()
         services.reconcile()
+        if not settings.COCOON_AUTO_INSTALL:
+            return
         image = config.get_settings()["sandbox"]["image"]
-        missing = Capability.IMAGES in driver.capabilities() and not driver.image_exists(image)
-        if missing and image == image_tag("base"):
-            build_image.delay("base")
+        work = []
+        if Capability.IMAGES in driver.capabilities() and not driver.image_exists(image):
+            if image != image_tag("base"):
+                return  # a custom image is the operator's to provide
+            work.append(build_image.si("base"))
+        if work or not toolbox_status()["installed"]:
+            work.append(install_toolbox.si())
+        if work:
+            chain(*work).delay()
     except Exception:
         # The engine may be down; cocoond serves anyway and the checklist shows what is missing.
         logger.exception("sandbox setup at start-up failed")

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from sandboxes import images, services
+from sandboxes import images, services, toolbox
 
 
 @shared_task(name="sandboxes.tasks.reconcile")
@@ -13,3 +13,8 @@ def reconcile() -> int:
 @shared_task(name="sandboxes.tasks.build_image")
 def build_image(variant: str) -> str:
     return images.build_image(variant)
+
+
+@shared_task(name="sandboxes.tasks.install_toolbox")
+def install_toolbox() -> dict:
+    return toolbox.install_toolbox()

@@ -12,6 +12,11 @@ os.environ["COCOON_DATA"] = tempfile.mkdtemp(prefix="cocoon-test-")
 os.environ["COCOON_VALIDATE_RESULTS"] = "1"
 # Engine objects made by tests carry their own instance name, never a real instance's.
 os.environ["COCOON_INSTANCE"] = f"cocoontest{secrets.token_hex(3)}"
+# Tests build and install what they need themselves; the npm toolbox is cached across runs.
+os.environ["COCOON_AUTO_INSTALL"] = "0"
+os.environ["COCOON_TOOLBOX_CACHE"] = os.path.join(
+    os.environ.get("COCOON_CACHE_DIR", "/var/cache/cocoon-ci"), "toolbox"
+)
 for name in ("REDIS_URL", "DATABASE_URL", "COCOON_TOKEN", "COCOON_CONFIG", "COCOON_DRIVER"):
     os.environ.pop(name, None)
 

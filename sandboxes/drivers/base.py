@@ -3,6 +3,8 @@
 import abc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -10,6 +12,8 @@ from sandboxes.choices import SandboxState
 
 AGENT_USER = "agent"
 WORKSPACE = "/workspace"
+TOOLBOX = "/opt/agents"
+TOOLBOX_MANIFEST = ".cocoon-toolbox.json"
 # Output of one exec is capped, so a runaway command cannot exhaust cocoond's memory.
 MAX_EXEC_OUTPUT = 4 * 1024 * 1024
 
@@ -151,6 +155,14 @@ class SandboxDriver(abc.ABC):
         user: str = AGENT_USER,
         workdir: str = WORKSPACE,
     ) -> TtySession: ...
+
+    @abc.abstractmethod
+    def install_toolbox(self, source: Path) -> None:
+        """Replace the toolbox (mounted read-only at /opt/agents) with the contents of source."""
+
+    @abc.abstractmethod
+    def toolbox_manifest(self) -> dict[str, Any] | None:
+        """The installed toolbox's manifest, or None when there is none."""
 
     @abc.abstractmethod
     def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:

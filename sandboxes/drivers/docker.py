@@ -1,11 +1,16 @@
 """The Docker driver: hardened containers through the Docker Engine API (the `docker` SDK)."""
 
 import contextlib
+import io
+import json
 import math
 import socket
+import tarfile
+import tempfile
 import time
 from collections.abc import Iterator
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -17,6 +22,8 @@ from sandboxes.choices import Capability, NetworkMode, SandboxState
 from sandboxes.drivers.base import (
     AGENT_USER,
     MAX_EXEC_OUTPUT,
+    TOOLBOX,
+    TOOLBOX_MANIFEST,
     WORKSPACE,
     DriverError,
     EngineState,
@@ -163,7 +170,7 @@ class DockerDriver(SandboxDriver):
             "restart_policy": {"Name": "unless-stopped"},
             "mounts": [
                 docker.types.Mount(WORKSPACE, self.workspace_volume(spec.sandbox_id), type="volume"),
-                docker.types.Mount("/opt/agents", self.agents_volume(), type="volume", read_only=True),
+                docker.types.Mount(TOOLBOX, self.agents_volume(), type="volume", read_only=True),
             ],
         }
         network = self.network_name(spec.network)
@@ -347,6 +354,54 @@ class DockerDriver(SandboxDriver):
         except Exception as error:
             raise _errors(error) from error
         return DockerTty(api, exec_id, sock)
+
+    # -- toolbox --------------------------------------------------------------------------------
+
+    def _toolbox_helper(self, command: list[str]) -> Any:
+        """A short-lived container with the toolbox volume mounted writable; the caller removes it."""
+        from cocoon.config import get_settings
+
+        self._ensure_shared_objects()
+        return self.client.containers.create(
+            image=get_settings()["sandbox"]["image"],
+            command=command,
+            user="root",
+            network_mode="none",
+            labels=labels("toolbox"),
+            mounts=[docker.types.Mount(TOOLBOX, self.agents_volume(), type="volume")],
+        )
+
+    def install_toolbox(self, source: Path) -> None:
+        try:
+            helper = self._toolbox_helper(["sh", "-c", f"find {TOOLBOX} -mindepth 1 -delete"])
+        except Exception as error:
+            raise _errors(error) from error
+        try:
+            helper.start()
+            if helper.wait(timeout=300)["StatusCode"] != 0:
+                raise DriverError("could not empty the toolbox volume")
+            with tempfile.TemporaryFile(dir=source.parent) as archive:
+                with tarfile.open(fileobj=archive, mode="w") as tar:
+                    tar.add(source, arcname=".")
+                archive.seek(0)
+                if not helper.put_archive(TOOLBOX, archive):
+                    raise DriverError("could not copy the toolbox into its volume")
+        except APIError as error:
+            raise _errors(error) from error
+        finally:
+            helper.remove(force=True)
+
+    def toolbox_manifest(self) -> dict[str, Any] | None:
+        helper = self._toolbox_helper(["true"])
+        try:
+            stream, _stat = helper.get_archive(f"{TOOLBOX}/{TOOLBOX_MANIFEST}")
+            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+                member = tar.extractfile(TOOLBOX_MANIFEST)
+                return json.loads(member.read()) if member else None
+        except NotFound:
+            return None
+        finally:
+            helper.remove(force=True)
 
     # -- files ----------------------------------------------------------------------------------
 

@@ -101,3 +101,13 @@ class RpcError(Exception):
         """The wire shape, in the active language."""
         message = _interpolate(self.message, self.params)
         return {"code": str(self.code), "message": message, "details": force_text(self.details)}
+
+
+class ServiceError(Exception):
+    """An error of a service below the RPC layer that knows how to answer a client.
+
+    The registry turns it into its RpcError, so service code need not translate at every call site.
+    """
+
+    def as_rpc_error(self) -> RpcError:
+        raise NotImplementedError

@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from jsonschema import Draft202012Validator
 
 from cocoon.actors import Actor
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import ErrorCode, RpcError, ServiceError
 from cocoon.schema import EMPTY, Schema, compile_schema, validate
 
 Language = str | Callable[[], str]
@@ -143,7 +143,12 @@ class Registry:
         if not isinstance(params, dict):
             raise RpcError(ErrorCode.INVALID_PARAMS, PARAMS_NOT_OBJECT)
         validate(method.params_validator, params)
-        result = method.handler(Call(params=params, actor=actor, language=language, connection=connection))
+        try:
+            result = method.handler(
+                Call(params=params, actor=actor, language=language, connection=connection)
+            )
+        except ServiceError as error:
+            raise error.as_rpc_error() from error
         if settings.COCOON_VALIDATE_RESULTS:
             method.result_validator.validate(result)
         return result

@@ -19,6 +19,10 @@ COCOON_BIND = env_str("COCOON_BIND", "127.0.0.1:7420")
 COCOON_DRIVER = env_str("COCOON_DRIVER", "auto")
 # Prefix and label of every engine object this instance makes; instances sharing an engine differ here.
 COCOON_INSTANCE = env_str("COCOON_INSTANCE", "cocoon")
+# The unprivileged host uid that runs bwrap sandboxes when cocoond itself runs as root.
+COCOON_BWRAP_UID = int(env_str("COCOON_BWRAP_UID", "100000"))
+# ...and where their folders live then (as another user it is COCOON_DATA/sandboxes).
+COCOON_BWRAP_ROOT = env_path("COCOON_BWRAP_ROOT", Path("/var/lib/cocoon-bwrap"))
 COCOON_TOKEN = env_str("COCOON_TOKEN")
 COCOON_CONFIG = env_str("COCOON_CONFIG")
 REDIS_URL = env_str("REDIS_URL")

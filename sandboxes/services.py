@@ -65,10 +65,6 @@ def _publish(sandbox: Sandbox) -> None:
     events.publish("sandbox.updated", serialize(sandbox), sandbox_id=sandbox.id)
 
 
-def _driver_error(error: DriverError) -> RpcError:
-    return RpcError(ErrorCode.DRIVER_ERROR, details={"engine": str(error)})
-
-
 def _field_error(path: str, message: Any) -> RpcError:
     return RpcError(
         ErrorCode.INVALID_PARAMS, details={"fields": [{"path": path, "code": "invalid", "message": message}]}
@@ -125,11 +121,7 @@ def create_sandbox(
         raise _field_error(
             "runtime", interpolate_lazy(_("The engine does not offer %(runtime)s."), {"runtime": runtime})
         )
-    try:
-        image_known = driver.image_exists(image)
-    except DriverError as error:
-        raise _driver_error(error) from error
-    if not image_known:
+    if not driver.image_exists(image):
         raise _field_error("image", interpolate_lazy(_("Unknown image %(image)s."), {"image": image}))
 
     try:
@@ -156,10 +148,8 @@ def create_sandbox(
     try:
         observed = driver.create(spec)
         _bootstrap_workspace(sandbox)
-    except BaseException as error:
+    except BaseException:
         _discard(sandbox)
-        if isinstance(error, DriverError):
-            raise _driver_error(error) from error
         raise
 
     with transaction.atomic():
@@ -248,8 +238,6 @@ def _engine_call(sandbox: Sandbox, operation: Any) -> Any:
         raise RpcError(
             ErrorCode.CONFLICT, _("The container of sandbox %(name)s is gone."), name=sandbox.name
         ) from None
-    except DriverError as error:
-        raise _driver_error(error) from error
 
 
 def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
@@ -266,10 +254,7 @@ def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
 
 def delete_sandbox(sandbox_id: str, *, actor: Actor) -> None:
     sandbox = get_sandbox(sandbox_id)
-    try:
-        get_driver().remove(sandbox.id)
-    except DriverError as error:
-        raise _driver_error(error) from error
+    get_driver().remove(sandbox.id)
     with transaction.atomic():
         sandbox.delete()
         activity.record("sandbox.deleted", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox_id)

@@ -202,6 +202,8 @@ def start_cocoond(
     yield start
     for instance in started:
         instance.stop()
+        # Networks are a scarce pool of address ranges: give each instance's back at once.
+        remove_instance_objects(docker_client, instance.instance)
 
 
 @pytest.fixture(scope="session")
@@ -266,23 +268,24 @@ def docker_client() -> Iterator[Any]:
     except Exception as error:
         pytest.fail(f"dockerd is not running ({error}): run scripts/provision")
     yield client
-    prefix = os.environ["COCOON_INSTANCE"]
+    remove_instance_objects(client, os.environ["COCOON_INSTANCE"], prefix=True)
 
-    def ours(obj: Any) -> bool:
-        return (
-            (obj.attrs.get("Labels") or obj.attrs.get("Config", {}).get("Labels") or {})
-            .get("io.cocoon.instance", "")
-            .startswith(prefix)
-        )
+
+def remove_instance_objects(client: Any, instance: str, prefix: bool = False) -> None:
+    """Remove the containers, volumes and networks of one instance (or of all starting with a prefix)."""
+
+    def ours(labels: dict[str, str] | None) -> bool:
+        value = (labels or {}).get("io.cocoon.instance", "")
+        return value.startswith(instance) if prefix else value == instance
 
     for container in client.containers.list(all=True, filters={"label": "io.cocoon.instance"}):
-        if container.labels.get("io.cocoon.instance", "").startswith(prefix):
+        if ours(container.labels):
             container.remove(force=True, v=True)
     for volume in client.volumes.list(filters={"label": "io.cocoon.instance"}):
-        if ours(volume):
+        if ours(volume.attrs.get("Labels")):
             volume.remove(force=True)
     for network in client.networks.list(filters={"label": "io.cocoon.instance"}):
-        if ours(network):
+        if ours(network.attrs.get("Labels")):
             network.remove()
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
+from cocoon.errors import ErrorCode, RpcError, ServiceError
 from sandboxes.choices import SandboxState
 
 AGENT_USER = "agent"
@@ -18,8 +19,11 @@ TOOLBOX_MANIFEST = ".cocoon-toolbox.json"
 MAX_EXEC_OUTPUT = 4 * 1024 * 1024
 
 
-class DriverError(Exception):
+class DriverError(ServiceError):
     """The engine refused or failed; the message is safe to show (no secrets in it)."""
+
+    def as_rpc_error(self) -> RpcError:
+        return RpcError(ErrorCode.DRIVER_ERROR, details={"engine": str(self)})
 
 
 class ImageNotFound(DriverError):

@@ -48,11 +48,16 @@ EXEC_GRACE_S = 5
 def _errors(error: Exception) -> DriverError:
     if isinstance(error, DockerImageNotFound):
         return ImageNotFound(str(error.explanation or error))
-    if isinstance(error, NotFound):
-        return SandboxNotFound(str(error.explanation or error))
     if isinstance(error, APIError):
         return DriverError(str(error.explanation or error))
     return DriverError(str(error))
+
+
+def _sandbox_errors(error: Exception) -> DriverError:
+    """As _errors, for calls on one sandbox's container: "not found" there means the sandbox is gone."""
+    if isinstance(error, NotFound) and not isinstance(error, DockerImageNotFound):
+        return SandboxNotFound(str(error.explanation or error))
+    return _errors(error)
 
 
 class DockerTty(TtySession):
@@ -220,7 +225,7 @@ class DockerDriver(SandboxDriver):
         try:
             return self.client.containers.get(self.container_name(sandbox_id))
         except Exception as error:
-            raise _errors(error) from error
+            raise _sandbox_errors(error) from error
 
     def _state(self, container: Any) -> EngineState:
         container.reload()
@@ -300,7 +305,7 @@ class DockerDriver(SandboxDriver):
             )["Id"]
             sock = api.exec_start(exec_id, socket=True)
         except Exception as error:
-            raise _errors(error) from error
+            raise _sandbox_errors(error) from error
         raw: socket.socket = sock._sock
         raw.settimeout(limit + EXEC_GRACE_S)
         output = {1: bytearray(), 2: bytearray()}
@@ -352,7 +357,7 @@ class DockerDriver(SandboxDriver):
             sock = api.exec_start(exec_id, socket=True, tty=True)
             api.exec_resize(exec_id, height=rows, width=cols)
         except Exception as error:
-            raise _errors(error) from error
+            raise _sandbox_errors(error) from error
         return DockerTty(api, exec_id, sock)
 
     # -- toolbox --------------------------------------------------------------------------------

@@ -1,0 +1,104 @@
+"""The bubblewrap driver, through a live cocoond with COCOON_DRIVER=bwrap (SPEC §3)."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cocoond
+
+
+@pytest.fixture(scope="module")
+def bwrap_cocoond(tmp_path_factory):
+    instance = Cocoond(data=tmp_path_factory.mktemp("bwrap") / "data", env={"COCOON_DRIVER": "bwrap"}).start()
+    yield instance
+    for sandbox in instance.call("sandbox.list"):
+        instance.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+    instance.stop()
+    shutil.rmtree(Path("/var/lib/cocoon-bwrap") / instance.instance, ignore_errors=True)
+
+
+def run(instance, sandbox, *command, **params):
+    return instance.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": list(command), **params})
+
+
+def folder(instance, sandbox) -> Path:
+    return Path("/var/lib/cocoon-bwrap") / instance.instance / "sandboxes" / sandbox["id"]
+
+
+def test_system_info_reports_bwrap_without_images_or_limits(bwrap_cocoond):
+    info = bwrap_cocoond.call("system.info")
+    assert info["driverKind"] == "bwrap"
+    assert "images" not in info["capabilities"]
+    assert "resourceLimits" not in info["capabilities"]
+
+
+def test_a_bwrap_sandbox_is_isolated(bwrap_cocoond):
+    sandbox = bwrap_cocoond.call("sandbox.create", {"network": "none"})
+    assert sandbox["state"] == "running"
+    assert run(bwrap_cocoond, sandbox, "id")["stdout"].startswith("uid=1000(agent) gid=1000(agent)")
+    status = run(bwrap_cocoond, sandbox, "cat", "/proc/self/status")["stdout"]
+    assert "CapEff:\t0000000000000000" in status
+    assert "CapBnd:\t0000000000000000" in status
+    assert "NoNewPrivs:\t1" in status
+    # Own PID namespace: only the sandbox's few processes, none of the host's.
+    pids = [name for name in run(bwrap_cocoond, sandbox, "ls", "/proc")["stdout"].split() if name.isdigit()]
+    assert len(pids) < 15
+    assert run(bwrap_cocoond, sandbox, "cat", "/proc/1/cmdline")["stdout"].startswith("bwrap")
+    # The host is read-only, and cocoon's data, secrets and root's files are out of sight.
+    for path in ("/usr/pwned", "/etc/pwned", "/var/pwned", "/opt/cocoon/bin/pwned"):
+        assert run(bwrap_cocoond, sandbox, "touch", path)["exitCode"] != 0, path
+    assert run(bwrap_cocoond, sandbox, "cat", str(bwrap_cocoond.data / "admin-token.txt"))["exitCode"] != 0
+    assert run(bwrap_cocoond, sandbox, "cat", "/etc/shadow")["exitCode"] != 0
+    assert run(bwrap_cocoond, sandbox, "test", "-e", "/var/run/docker.sock")["exitCode"] != 0
+    # network none: loopback only.
+    assert run(bwrap_cocoond, sandbox, "cat", "/proc/net/dev")["stdout"].count(":") == 1
+    head = run(bwrap_cocoond, sandbox, "git", "rev-parse", "HEAD")["stdout"]
+    assert run(bwrap_cocoond, sandbox, "git", "rev-parse", "cocoon-baseline^{commit}")["stdout"] == head
+
+
+def test_sandboxes_cannot_see_each_other(bwrap_cocoond):
+    first = bwrap_cocoond.call("sandbox.create", {"network": "none"})
+    second = bwrap_cocoond.call("sandbox.create", {"network": "none"})
+    run(bwrap_cocoond, first, "sh", "-c", "echo private > secret.txt")
+    peek = run(bwrap_cocoond, second, "cat", str(folder(bwrap_cocoond, first) / "workspace" / "secret.txt"))
+    assert peek["exitCode"] != 0
+    assert "private" not in peek["stdout"]
+
+
+def test_files_persist_in_the_sandbox_folder_across_stop_start(bwrap_cocoond):
+    sandbox = bwrap_cocoond.call("sandbox.create", {"network": "none"})
+    run(bwrap_cocoond, sandbox, "sh", "-c", "echo kept > notes.txt")
+    assert (folder(bwrap_cocoond, sandbox) / "workspace" / "notes.txt").read_text() == "kept\n"
+    assert bwrap_cocoond.call("sandbox.stop", {"sandboxId": sandbox["id"]})["state"] == "stopped"
+    assert bwrap_cocoond.call("sandbox.start", {"sandboxId": sandbox["id"]})["state"] == "running"
+    assert run(bwrap_cocoond, sandbox, "cat", "notes.txt")["stdout"] == "kept\n"
+
+
+def test_no_bwrap_option_is_visible_in_ps(bwrap_cocoond):
+    sandbox = bwrap_cocoond.call("sandbox.create", {"network": "none"})
+    commands = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    keepers = [line for line in commands.splitlines() if line.startswith("bwrap")]
+    assert keepers
+    for line in keepers:
+        assert "--bind" not in line
+        assert "--unshare" not in line
+        assert sandbox["id"] not in line
+
+
+def test_bwrap_sandboxes_survive_a_cocoond_restart(bwrap_cocoond):
+    sandbox = bwrap_cocoond.call("sandbox.create", {"network": "none"})
+    run(bwrap_cocoond, sandbox, "sh", "-c", "sleep 300 >/dev/null 2>&1 &")
+    bwrap_cocoond.restart()
+    assert bwrap_cocoond.call("sandbox.get", {"sandboxId": sandbox["id"]})["state"] == "running"
+    assert "sleep 300" in run(bwrap_cocoond, sandbox, "ps", "-eo", "args")["stdout"]
+
+
+def test_a_deleted_bwrap_sandbox_leaves_no_folder_and_no_process(bwrap_cocoond):
+    sandbox = bwrap_cocoond.call("sandbox.create", {"network": "none"})
+    path = folder(bwrap_cocoond, sandbox)
+    assert path.is_dir()
+    bwrap_cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})
+    assert not path.exists()
+    assert not Path("/run/cocoon", bwrap_cocoond.instance, sandbox["id"]).exists()

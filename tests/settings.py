@@ -17,7 +17,9 @@ os.environ["COCOON_AUTO_INSTALL"] = "0"
 os.environ["COCOON_TOOLBOX_CACHE"] = os.path.join(
     os.environ.get("COCOON_CACHE_DIR", "/var/cache/cocoon-ci"), "toolbox"
 )
-for name in ("REDIS_URL", "DATABASE_URL", "COCOON_TOKEN", "COCOON_CONFIG", "COCOON_DRIVER"):
+for name in ("REDIS_URL", "DATABASE_URL", "COCOON_TOKEN", "COCOON_CONFIG", "CONTAINER_HOST"):
     os.environ.pop(name, None)
+# Docker unless a suite says otherwise (auto-detection would prefer a Podman socket if one exists).
+os.environ["COCOON_DRIVER"] = "docker"
 
 from cocoon.settings import *  # noqa: E402, F403

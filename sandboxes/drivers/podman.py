@@ -4,14 +4,28 @@ Everything Podman does differently stays in this one class.
 """
 
 import os
+import resource
 from pathlib import Path
 from typing import Any
 
+import docker
+
 from sandboxes.drivers.base import SandboxSpec
-from sandboxes.drivers.docker import DockerDriver
+from sandboxes.drivers.docker import OPTIONAL_RUNTIMES, DockerDriver
+
+RLIMIT_CAP = 16384
+
+
+def _hard_limit(limit: int) -> int:
+    hard = resource.getrlimit(limit)[1]
+    return hard if hard != resource.RLIM_INFINITY else 1 << 20
 
 
 def podman_socket() -> Path | None:
+    """CONTAINER_HOST (Podman's own variable) if it names a local socket, else the usual places."""
+    explicit = os.environ.get("CONTAINER_HOST", "")
+    if explicit.startswith("unix://"):
+        return Path(explicit.removeprefix("unix://"))
     runtime_dir = os.environ.get("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
     for candidate in (Path(runtime_dir) / "podman/podman.sock", Path("/run/podman/podman.sock")):
         if candidate.is_socket():
@@ -27,10 +41,30 @@ class PodmanDriver(DockerDriver):
         socket_path = podman_socket()
         super().__init__(base_url or (f"unix://{socket_path}" if socket_path else None))
 
+    def runtimes(self) -> list[str]:
+        # Podman lists every runtime its configuration knows, installed or not; its socket is local,
+        # so keep those whose binary is really there.
+        try:
+            known = self.client.info().get("Runtimes", {})
+        except Exception:
+            return []
+        return [
+            runtime
+            for runtime in OPTIONAL_RUNTIMES
+            if runtime in known and Path(known[runtime].get("path", "")).is_file()
+        ]
+
     def create_options(self, spec: SandboxSpec) -> dict[str, Any]:
         options = super().create_options(spec)
         # Podman adds host.containers.internal itself.
         options.pop("extra_hosts", None)
+        # Podman's default rlimits (a million open files) fail where the service's own hard limits are
+        # lower; ask for a modest amount that is below them on any ordinary host.
+        options["ulimits"] = [
+            docker.types.Ulimit(name=name, soft=value, hard=value)
+            for name, limit in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC))
+            for value in [min(_hard_limit(limit), RLIMIT_CAP)]
+        ]
         if os.getuid() != 0:
             # Rootless: map the agent user to the invoking user, so volume files stay theirs.
             options["userns_mode"] = "keep-id:uid=1000,gid=1000"

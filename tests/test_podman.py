@@ -1,0 +1,75 @@
+"""The Podman driver, through Podman's Docker-compatible API on a socket of our own (SPEC §3)."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT, Cocoond, wait_until
+
+
+@pytest.fixture(scope="module")
+def podman_socket(tmp_path_factory, sandbox_image):
+    if shutil.which("podman") is None:
+        pytest.fail("podman is not installed: run scripts/provision")
+    subprocess.run([str(ROOT / "scripts/seed-base-image"), "podman"], check=True)
+    path = tmp_path_factory.mktemp("podman") / "podman.sock"
+    service = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{path}"])
+    wait_until(path.exists, timeout=30)
+    yield path
+    service.terminate()
+    service.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def podman_cocoond(tmp_path_factory, podman_socket):
+    env = {"COCOON_DRIVER": "podman", "CONTAINER_HOST": f"unix://{podman_socket}"}
+    instance = Cocoond(data=tmp_path_factory.mktemp("podman") / "data", env=env).start()
+    yield instance
+    for sandbox in instance.call("sandbox.list"):
+        instance.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+    instance.stop()
+    for kind in ("network", "volume"):
+        names = subprocess.run(
+            ["podman", kind, "ls", "-q", "--filter", f"label=io.cocoon.instance={instance.instance}"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        if names:
+            subprocess.run(["podman", kind, "rm", "-f", *names], capture_output=True)
+
+
+def run(instance, sandbox, *command):
+    return instance.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": list(command)})
+
+
+@pytest.mark.e2e
+def test_podman_builds_the_image_and_runs_hardened_sandboxes(podman_cocoond):
+    info = podman_cocoond.call("system.info")
+    assert info["driverKind"] == "podman"
+    with podman_cocoond.ws() as ws:
+        ws.call("events.subscribe", {"types": ["image.build"]})
+        podman_cocoond.call("image.build", {"variant": "base"})
+        status = None
+        while status not in {"done", "failed"}:
+            status = ws.next_event(timeout=600)["event"]["data"]["status"]
+    assert status == "done"
+
+    for network, interfaces in (("none", 1), ("egress", 2), ("open", 2)):
+        sandbox = podman_cocoond.call("sandbox.create", {"network": network, "limits": {"pids": 128}})
+        assert run(podman_cocoond, sandbox, "id")["stdout"].startswith("uid=1000(agent)")
+        status = run(podman_cocoond, sandbox, "cat", "/proc/self/status")["stdout"]
+        assert "CapEff:\t0000000000000000" in status
+        assert "NoNewPrivs:\t1" in status
+        assert run(podman_cocoond, sandbox, "cat", "/proc/net/dev")["stdout"].count(":") == interfaces
+        head = run(podman_cocoond, sandbox, "git", "rev-parse", "HEAD")["stdout"]
+        assert run(podman_cocoond, sandbox, "git", "rev-parse", "cocoon-baseline^{commit}")["stdout"] == head
+        assert podman_cocoond.call("sandbox.stop", {"sandboxId": sandbox["id"]})["state"] == "stopped"
+        assert podman_cocoond.call("sandbox.start", {"sandboxId": sandbox["id"]})["state"] == "running"
+        podman_cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})
+    leftovers = subprocess.run(
+        ["podman", "ps", "-aq", "--filter", f"label=io.cocoon.instance={podman_cocoond.instance}"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert leftovers == ""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cocoond
+from tests.conftest import Cocoond, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +102,44 @@ def test_a_deleted_bwrap_sandbox_leaves_no_folder_and_no_process(bwrap_cocoond):
     bwrap_cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})
     assert not path.exists()
     assert not Path("/run/cocoon", bwrap_cocoond.instance, sandbox["id"]).exists()
+
+
+@pytest.mark.e2e
+def test_the_toolbox_reaches_bwrap_sandboxes_read_only(bwrap_cocoond):
+    with bwrap_cocoond.ws() as ws:
+        ws.call("events.subscribe", {"types": ["toolbox.install"]})
+        bwrap_cocoond.call("toolbox.install")
+        status = None
+        while status not in {"done", "failed"}:
+            status = ws.next_event(timeout=900)["event"]["data"]["status"]
+    assert status == "done"
+    assert bwrap_cocoond.call("toolbox.status")["installed"] is True
+    sandbox = bwrap_cocoond.call("sandbox.create", {"network": "none"})
+    assert run(bwrap_cocoond, sandbox, "node", "--version")["stdout"].startswith("v22.")
+    assert run(bwrap_cocoond, sandbox, "claude", "--version")["exitCode"] == 0
+    assert run(bwrap_cocoond, sandbox, "touch", "/opt/agents/tampered")["exitCode"] != 0
+
+
+def test_nothing_of_cocoonds_environment_reaches_a_bwrap_sandbox(bwrap_cocoond):
+    sandbox = bwrap_cocoond.call("sandbox.create", {"network": "none"})
+    environment = run(bwrap_cocoond, sandbox, "env")["stdout"]
+    assert "COCOON_" not in environment
+    assert "DJANGO_SETTINGS_MODULE" not in environment
+    assert "/root" not in environment
+    assert "PATH=/opt/cocoon/bin:/opt/agents/bin:" in environment
+
+
+def test_stop_ends_every_process_of_the_sandbox(bwrap_cocoond):
+    sandbox = bwrap_cocoond.call("sandbox.create", {"network": "none"})
+    run(bwrap_cocoond, sandbox, "sh", "-c", "sleep 1234 >/dev/null 2>&1 &")
+    assert "sleep 1234" in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    bwrap_cocoond.call("sandbox.stop", {"sandboxId": sandbox["id"]})
+    wait_until(
+        lambda: (
+            "sleep 1234" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        ),
+        timeout=10,
+    )
+    keepers = subprocess.run(["pgrep", "-f", "bwrap --args"], capture_output=True, text=True).stdout.split()
+    bwrap_cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})
+    assert all(Path(f"/proc/{pid}").exists() for pid in keepers)  # the other sandboxes' keepers live on

@@ -57,6 +57,10 @@ GROUP = "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n"
 START_TIMEOUT_S = 10
 POLL_S = 0.02
 SUBDIRS = ("workspace", "home", "status")
+SANDBOX_PATH = f"/opt/cocoon/bin:{TOOLBOX}/bin:/usr/local/bin:/usr/bin:/bin"
+# Host-side tmux clients pass their environment (PATH at least) into the windows they create: give
+# them nothing but what a sandbox should see.
+CLIENT_ENV = {"PATH": SANDBOX_PATH, "LANG": "C.UTF-8"}
 
 
 def _tmux() -> str:
@@ -130,7 +134,7 @@ class BwrapDriver(SandboxDriver):
 
     def _tmux(self, sandbox_id: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         command = self._as_sandbox_user([_tmux(), "-S", str(self.socket(sandbox_id)), *args])
-        result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=30, env=CLIENT_ENV)
         if check and result.returncode != 0:
             raise DriverError(f"tmux {args[0]}: {result.stderr.strip()[:500]}")
         return result
@@ -165,6 +169,7 @@ class BwrapDriver(SandboxDriver):
     def _bwrap_args(self, sandbox_id: str, spec: dict[str, Any], fds: dict[str, int]) -> list[str]:
         folder, run = self.folder(sandbox_id), self.run_dir(sandbox_id)
         args = [
+            "--clearenv",  # nothing of cocoond's environment (tokens, URLs) reaches the sandbox
             "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", spec["hostname"],
@@ -185,8 +190,10 @@ class BwrapDriver(SandboxDriver):
             "--ro-bind-data", str(fds["group"]), "/etc/group",
             "--setenv", "HOME", f"/home/{AGENT_USER}",
             "--setenv", "USER", AGENT_USER,
+            "--setenv", "LOGNAME", AGENT_USER,
+            "--setenv", "SHELL", "/bin/bash",
             "--setenv", "TMUX_TMPDIR", "/run/cocoon",
-            "--setenv", "PATH", f"/opt/cocoon/bin:{TOOLBOX}/bin:/usr/local/bin:/usr/bin:/bin",
+            "--setenv", "PATH", SANDBOX_PATH,
             "--setenv", "LANG", "C.UTF-8",
             "--chdir", WORKSPACE,
         ]  # fmt: skip
@@ -252,6 +259,7 @@ class BwrapDriver(SandboxDriver):
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
+                env=CLIENT_ENV,
                 pass_fds=opened,
                 start_new_session=True,  # the keeper must outlive cocoond
             )
@@ -267,11 +275,16 @@ class BwrapDriver(SandboxDriver):
         self._tmux(sandbox_id, "new-session", "-d", "-s", "keeper", "-n", "keeper", "sleep", "infinity")
         return self.inspect(sandbox_id)
 
+    def _kill_everything(self, sandbox_id: str) -> None:
+        """End every process of the sandbox. Killing the keeper alone is not enough: bwrap's PID 1
+        waits for all its children, so a stray background process would keep the sandbox alive."""
+        if self._keeper_alive(sandbox_id):
+            self._tmux(sandbox_id, "new-window", "-d", "-t", "keeper:", "kill", "-KILL", "-1", check=False)
+
     def stop(self, sandbox_id: str) -> EngineState:
         if not self.folder(sandbox_id).is_dir():
             raise SandboxNotFound(sandbox_id)
-        if self.socket(sandbox_id).exists():
-            self._tmux(sandbox_id, "kill-server", check=False)
+        self._kill_everything(sandbox_id)
         deadline = time.monotonic() + START_TIMEOUT_S
         while self._keeper_alive(sandbox_id) and time.monotonic() < deadline:
             time.sleep(POLL_S)
@@ -279,8 +292,7 @@ class BwrapDriver(SandboxDriver):
 
     def remove(self, sandbox_id: str) -> None:
         folder = self.folder(sandbox_id)
-        if self.socket(sandbox_id).exists():
-            self._tmux(sandbox_id, "kill-server", check=False)
+        self._kill_everything(sandbox_id)
         # rmtree does not follow symlinks the sandbox may have planted.
         shutil.rmtree(self.run_dir(sandbox_id), ignore_errors=True)
         shutil.rmtree(folder, ignore_errors=True)
@@ -483,7 +495,7 @@ class BwrapTty(TtySession):
             stdout=slave,
             stderr=slave,
             start_new_session=True,
-            env={"TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")},
+            env=CLIENT_ENV | {"TERM": "xterm-256color"},
         )
         os.close(slave)
 

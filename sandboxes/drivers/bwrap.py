@@ -182,8 +182,8 @@ class BwrapDriver(SandboxDriver):
             "--bind", str(folder / "workspace"), WORKSPACE,
             "--bind", str(folder / "home"), f"/home/{AGENT_USER}",
             "--dir", "/opt/cocoon",
-            "--ro-bind", str(OPT_COCOON / "bin"), "/opt/cocoon/bin",
-            "--ro-bind", str(OPT_COCOON / "hooks"), "/opt/cocoon/hooks",
+            "--ro-bind", str(self.base / "opt-cocoon" / "bin"), "/opt/cocoon/bin",
+            "--ro-bind", str(self.base / "opt-cocoon" / "hooks"), "/opt/cocoon/hooks",
             "--bind", str(folder / "status"), "/opt/cocoon/status",
             "--bind", str(run), "/run/cocoon",
             "--ro-bind-data", str(fds["passwd"]), "/etc/passwd",
@@ -210,6 +210,11 @@ class BwrapDriver(SandboxDriver):
         if self._keeper_alive(sandbox_id):
             return self.inspect(sandbox_id)
         spec = json.loads((folder / "spec.json").read_text())
+        # A copy of the status script and hook files where the sandbox user can reach them (the
+        # checkout cocoon runs from may not be); refreshed on every start.
+        shutil.copytree(OPT_COCOON, self.base / "opt-cocoon", dirs_exist_ok=True)
+        for path in [self.base / "opt-cocoon", *(self.base / "opt-cocoon").rglob("*")]:
+            path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
         run = self.run_dir(sandbox_id)
         run.parent.mkdir(parents=True, exist_ok=True)
         if os.getuid() == 0:

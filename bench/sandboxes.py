@@ -99,11 +99,13 @@ def main() -> None:
         for container_id in plain_ids:
             client.containers.get(container_id).remove(force=True)
 
-        cocoon = []
+        # Like the baseline: all created first, removed afterwards, so no removal runs alongside.
+        cocoon, cocoon_ids = [], []
         for _ in range(args.runs):
             started = time.perf_counter()
-            sandbox_id = create()
+            cocoon_ids.append(create())
             cocoon.append(time.perf_counter() - started)
+        for sandbox_id in cocoon_ids:
             api.post("/v1/rpc/sandbox.delete", json={"sandboxId": sandbox_id})
 
         rss_before = rss_mb(cocoond.pid)

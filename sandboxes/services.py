@@ -1,7 +1,14 @@
 """Sandbox lifecycle: create (all or nothing), start, stop, delete, exec, reconcile."""
 
+import io
 import logging
+import os
 import re
+import subprocess
+import tarfile
+import tempfile
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -12,8 +19,16 @@ from cocoon.actors import Actor
 from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
 from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import DriverError, Limits, SandboxNotFound, SandboxSpec
-from sandboxes.models import Sandbox
+from sandboxes.drivers.base import (
+    AGENT_UID,
+    AGENT_USER,
+    DriverError,
+    ImageNotFound,
+    Limits,
+    SandboxNotFound,
+    SandboxSpec,
+)
+from sandboxes.models import Sandbox, new_sandbox_id
 
 logger = logging.getLogger(__name__)
 
@@ -121,13 +136,13 @@ def create_sandbox(
         raise _field_error(
             "runtime", interpolate_lazy(_("The engine does not offer %(runtime)s."), {"runtime": runtime})
         )
-    if not driver.image_exists(image):
-        raise _field_error("image", interpolate_lazy(_("Unknown image %(image)s."), {"image": image}))
 
+    sandbox_id = new_sandbox_id()
     try:
         with transaction.atomic():
             sandbox = Sandbox.objects.create(
-                name=name or "",
+                id=sandbox_id,
+                name=name or sandbox_id,
                 image=image,
                 network=network,
                 cpus=resolved.cpus,
@@ -138,16 +153,28 @@ def create_sandbox(
                 repo=repo or "",
                 branch=branch or "",
             )
-            if not name:
-                sandbox.name = sandbox.id
-                sandbox.save(update_fields=["name"])
     except IntegrityError:
         raise RpcError(ErrorCode.CONFLICT, _("A sandbox named %(name)s exists already."), name=name) from None
 
-    spec = SandboxSpec(sandbox.id, image, network, resolved, runtime, hostname=_hostname(sandbox.name))
+    spec = SandboxSpec(
+        sandbox.id,
+        image,
+        network,
+        resolved,
+        runtime,
+        hostname=_hostname(sandbox.name),
+        workspace=None if repo else baseline_archive(branch or "main"),
+    )
     try:
         observed = driver.create(spec)
-        _bootstrap_workspace(sandbox)
+        if repo:
+            _clone_repository(sandbox)
+    except ImageNotFound:
+        # Not checked up front: the engine says so on create, which saves a round trip every time.
+        _discard(sandbox)
+        raise _field_error(
+            "image", interpolate_lazy(_("Unknown image %(image)s."), {"image": image})
+        ) from None
     except BaseException:
         _discard(sandbox)
         raise
@@ -174,37 +201,65 @@ def _discard(sandbox: Sandbox) -> None:
     Sandbox.objects.filter(pk=sandbox.pk).delete()
 
 
-def _bootstrap_workspace(sandbox: Sandbox) -> None:
-    """/workspace becomes a git repository (empty, or cloned) tagged cocoon-baseline. One exec each way."""
+@lru_cache(maxsize=16)
+def baseline_archive(branch: str) -> bytes:
+    """A tar of an empty git repository whose one commit is tagged cocoon-baseline, owned by the agent.
+
+    Made once per branch name with the server's git in a folder of our own, and put into each new
+    workspace before its sandbox starts: no round trip into the sandbox for an empty workspace.
+    """
+    with tempfile.TemporaryDirectory() as home:
+        repository = Path(home) / "workspace"
+        env = GIT_ENV | {
+            "HOME": home,
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+            "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+        }
+        for command in (
+            ["git", "init", "--quiet", "--initial-branch", branch, str(repository)],
+            [
+                "git",
+                "-C",
+                str(repository),
+                "commit",
+                "--quiet",
+                "--allow-empty",
+                "--message",
+                "cocoon baseline",
+            ],
+            ["git", "-C", str(repository), "tag", BASELINE_TAG],
+        ):
+            subprocess.run(command, env=env, check=True, capture_output=True)
+
+        def owned_by_agent(info: tarfile.TarInfo) -> tarfile.TarInfo:
+            info.uid = info.gid = AGENT_UID
+            info.uname = info.gname = AGENT_USER
+            return info
+
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for entry in sorted(repository.iterdir()):
+                tar.add(entry, arcname=entry.name, filter=owned_by_agent)
+        return buffer.getvalue()
+
+
+def _clone_repository(sandbox: Sandbox) -> None:
+    """Clone the sandbox's repo into /workspace inside the sandbox and tag cocoon-baseline."""
     driver = get_driver()
-    if sandbox.repo:
-        clone = ["git", "clone", "--quiet"]
-        if sandbox.branch:
-            clone += ["--branch", sandbox.branch]
-        result = driver.exec(
-            sandbox.id, [*clone, "--", sandbox.repo, "."], env=GIT_ENV, timeout=CLONE_TIMEOUT_S
-        )
-        if result.exit_code != 0:
-            last_line = (result.stderr.decode(errors="replace").strip().splitlines() or [""])[-1]
-            field = {
-                "path": "repo",
-                "code": "clone_failed",
-                "message": _("The repository could not be cloned."),
-            }
-            raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": [field], "git": last_line[:500]})
-        command = ["git", "tag", BASELINE_TAG]
-    else:
-        # The branch name travels as $1, never inside the script text.
-        script = (
-            'git init --quiet --initial-branch "$1" && '
-            'git commit --quiet --allow-empty --message "cocoon baseline" && '
-            f"git tag {BASELINE_TAG}"
-        )
-        command = ["sh", "-c", script, "bootstrap", sandbox.branch or "main"]
-    result = driver.exec(sandbox.id, command, env=GIT_ENV, timeout=60)
+    clone = ["git", "clone", "--quiet"]
+    if sandbox.branch:
+        clone += ["--branch", sandbox.branch]
+    result = driver.exec(sandbox.id, [*clone, "--", sandbox.repo, "."], env=GIT_ENV, timeout=CLONE_TIMEOUT_S)
+    if result.exit_code != 0:
+        last_line = (result.stderr.decode(errors="replace").strip().splitlines() or [""])[-1]
+        field = {"path": "repo", "code": "clone_failed", "message": _("The repository could not be cloned.")}
+        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": [field], "git": last_line[:500]})
+    result = driver.exec(sandbox.id, ["git", "tag", BASELINE_TAG], env=GIT_ENV, timeout=60)
     if result.exit_code != 0:
         raise DriverError(
-            f"workspace bootstrap failed: {result.stderr.decode(errors='replace').strip()[:500]}"
+            f"tagging the baseline failed: {result.stderr.decode(errors='replace').strip()[:500]}"
         )
 
 

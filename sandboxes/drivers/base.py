@@ -12,6 +12,7 @@ from cocoon.errors import ErrorCode, RpcError, ServiceError
 from sandboxes.choices import SandboxState
 
 AGENT_USER = "agent"
+AGENT_UID = 1000  # the agent user's uid (and gid) inside every sandbox
 WORKSPACE = "/workspace"
 TOOLBOX = "/opt/agents"
 TOOLBOX_MANIFEST = ".cocoon-toolbox.json"
@@ -49,6 +50,8 @@ class SandboxSpec:
     limits: Limits
     runtime: str = ""
     hostname: str = "sandbox"
+    # A tar put into /workspace before the sandbox starts (the empty baseline repository).
+    workspace: bytes | None = None
 
 
 @dataclass

@@ -13,6 +13,7 @@ What it cannot do (see capabilities()): images, resource limits, enforced egress
 """
 
 import contextlib
+import io
 import json
 import os
 import pty
@@ -22,6 +23,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import tarfile
 import termios
 import time
 from collections.abc import Iterator
@@ -32,6 +34,7 @@ from django.conf import settings
 
 from sandboxes.choices import Capability, NetworkMode, SandboxState
 from sandboxes.drivers.base import (
+    AGENT_UID,
     AGENT_USER,
     MAX_EXEC_OUTPUT,
     TOOLBOX,
@@ -46,7 +49,6 @@ from sandboxes.drivers.base import (
     TtySession,
 )
 
-SANDBOX_UID = 1000
 OPT_COCOON = Path(settings.BASE_DIR) / "images" / "sandbox" / "opt-cocoon"
 PASSWD = (
     "root:x:0:0:root:/root:/bin/sh\n"
@@ -115,7 +117,7 @@ class BwrapDriver(SandboxDriver):
         return base / sandbox_id
 
     def socket(self, sandbox_id: str) -> Path:
-        return self.run_dir(sandbox_id) / f"tmux-{SANDBOX_UID}" / "cocoon"
+        return self.run_dir(sandbox_id) / f"tmux-{AGENT_UID}" / "cocoon"
 
     # -- host-side commands as the sandbox's host user --------------------------------------------
 
@@ -158,6 +160,8 @@ class BwrapDriver(SandboxDriver):
             for name in SUBDIRS:
                 (folder / name).mkdir(mode=0o700)
                 os.chown(folder / name, self.host_uid, self.host_gid)
+            if spec.workspace is not None:
+                self._seed_workspace(folder / "workspace", spec.workspace)
             (folder / "spec.json").write_text(
                 json.dumps({"network": spec.network, "hostname": spec.hostname})
             )
@@ -166,11 +170,18 @@ class BwrapDriver(SandboxDriver):
             self.remove(spec.sandbox_id)
             raise error if isinstance(error, DriverError) else DriverError(str(error)) from error
 
+    def _seed_workspace(self, workspace: Path, archive: bytes) -> None:
+        """Extract cocoon's own baseline archive (never one from a sandbox) into a new workspace."""
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(workspace, filter="data")
+        for path in [workspace, *workspace.rglob("*")]:
+            os.chown(path, self.host_uid, self.host_gid, follow_symlinks=False)
+
     def _bwrap_args(self, sandbox_id: str, spec: dict[str, Any], fds: dict[str, int]) -> list[str]:
         folder, run = self.folder(sandbox_id), self.run_dir(sandbox_id)
         args = [
             "--clearenv",  # nothing of cocoond's environment (tokens, URLs) reaches the sandbox
-            "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--unshare-user", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID),
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", spec["hostname"],
             "--new-session", "--cap-drop", "ALL",

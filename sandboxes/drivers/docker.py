@@ -40,6 +40,7 @@ from sandboxes.drivers.base import (
 # Runtimes cocoon offers when the engine lists them (gVisor, Kata + Firecracker, libkrun).
 OPTIONAL_RUNTIMES = ("runsc", "kata-fc", "krun")
 STOP_TIMEOUT_S = 10
+ENGINE_FACTS_TTL_S = 60
 TMPFS_OPTIONS = "rw,nosuid,nodev,size=512m"
 # How long past the in-sandbox `timeout` the driver waits before giving up on the output stream.
 EXEC_GRACE_S = 5
@@ -111,6 +112,15 @@ class DockerDriver(SandboxDriver):
         return [str(capability) for capability in capabilities]
 
     def runtimes(self) -> list[str]:
+        # system.info asks on every call and the engine's info is slow: remember it for a while.
+        now = time.monotonic()
+        if self._runtimes is None or now - self._runtimes[0] > ENGINE_FACTS_TTL_S:
+            self._runtimes = (now, self._available_runtimes())
+        return self._runtimes[1]
+
+    _runtimes: tuple[float, list[str]] | None = None
+
+    def _available_runtimes(self) -> list[str]:
         try:
             available = self.client.info().get("Runtimes", {})
         except Exception:  # an engine that is down offers nothing
@@ -198,15 +208,20 @@ class DockerDriver(SandboxDriver):
             options = self.create_options(spec)
             try:
                 container = self.client.containers.create(**options)
-            except NotFound:  # a network or the toolbox volume was removed behind our back
+            except NotFound as error:
+                if not self.image_exists(spec.image):
+                    raise ImageNotFound(spec.image) from error
+                # A network or the toolbox volume was removed behind our back.
                 self._shared_objects_ready = False
                 self._ensure_shared_objects()
                 container = self.client.containers.create(**options)
+            if spec.workspace is not None and not container.put_archive(WORKSPACE, spec.workspace):
+                raise DriverError("could not seed the workspace")
             container.start()
             return self._state(container)
         except Exception as error:
             self.remove(spec.sandbox_id)
-            raise _errors(error) from error
+            raise error if isinstance(error, DriverError) else _errors(error) from error
 
     _shared_objects_ready = False
 

@@ -41,7 +41,7 @@ class PodmanDriver(DockerDriver):
         socket_path = podman_socket()
         super().__init__(base_url or (f"unix://{socket_path}" if socket_path else None))
 
-    def runtimes(self) -> list[str]:
+    def _available_runtimes(self) -> list[str]:
         # Podman lists every runtime its configuration knows, installed or not; its socket is local,
         # so keep those whose binary is really there.
         try:

@@ -32,7 +32,11 @@ DEFAULTS: dict[str, Any] = {
         "runtime": "",
         "limits": {"cpus": 2, "memoryMb": 4096, "pids": 1024},
         "maxLimits": {"cpus": 8, "memoryMb": 16384, "pids": 8192},
+        # Where files.* may reach inside a sandbox.
+        "fileRoots": ["/workspace"],
     },
+    # GitHub (or GitHub Enterprise): where pushes may carry GITHUB_TOKEN, and the REST API for PRs.
+    "git": {"githubUrl": "https://github.com", "githubApiUrl": "https://api.github.com"},
     "egress": {
         "credentialProxy": True,
         "allowlist": [
@@ -88,6 +92,9 @@ SETTINGS_SCHEMA: Schema = obj(
                 "runtime": string(maxLength=50),
                 "limits": LIMITS,
                 "maxLimits": LIMITS,
+                "fileRoots": array(
+                    string(pattern=r"^/[A-Za-z0-9._/-]*$", maxLength=500), minItems=1, maxItems=20
+                ),
             },
             required=("image", "network", "limits", "maxLimits"),
         ),
@@ -105,12 +112,16 @@ SETTINGS_SCHEMA: Schema = obj(
             "propertyNames": {"pattern": "^[a-z0-9][a-z0-9-]{0,31}$"},
             "additionalProperties": PROVIDER,
         },
+        "git": obj(
+            {"githubUrl": string(pattern="^https?://[^/]+$"), "githubApiUrl": string(pattern="^https?://")},
+            required=("githubUrl", "githubApiUrl"),
+        ),
         "toolbox": obj(
             {"packages": array(string(pattern=NPM_SPEC_PATTERN, maxLength=214), minItems=1, maxItems=50)},
             required=("packages",),
         ),
     },
-    required=("general", "sandbox", "egress", "providers", "toolbox"),
+    required=("general", "sandbox", "egress", "providers", "git", "toolbox"),
 )
 
 

@@ -112,6 +112,9 @@ USE_I18N = True
 TIME_ZONE = "UTC"
 USE_TZ = True
 
+# RPC bodies carry files (files.write) and patches (sandbox.apply_patch).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 40 * 1024 * 1024
+
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"

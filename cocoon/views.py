@@ -4,6 +4,7 @@ import json
 import logging
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
@@ -13,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import cocoon
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import ErrorCode, RpcError, ServiceError
 from cocoon.i18n import language_of_request
 from cocoon.openapi import openapi_document
 from cocoon.registry import registry
@@ -42,6 +43,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     headers = None
     if isinstance(exc, RpcError):
         error = exc
+    elif isinstance(exc, ServiceError):
+        error = exc.as_rpc_error()
     elif type(exc) in DRF_ERRORS:
         error = RpcError(DRF_ERRORS[type(exc)])
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
@@ -69,7 +72,11 @@ class RpcView(APIView):
     """POST /v1/rpc/<method>  body = params  ->  {"result": ...} | {"error": {...}}"""
 
     def post(self, request: Request, method: str) -> Response:
-        params = parse_params(request.body)
+        try:
+            body = request.body
+        except RequestDataTooBig:
+            raise RpcError(ErrorCode.INVALID_REQUEST, _("The request body is too large.")) from None
+        params = parse_params(body)
         result = registry.dispatch(method, params, request.user, lambda: language_of_request(request))
         return Response({"result": result})
 

@@ -18,9 +18,10 @@ def test_the_committed_mo_file_is_compiled_from_the_po_file(tmp_path):
     assert compiled.read_bytes() == (CATALOGUE / "django.mo").read_bytes()
 
 
-def test_no_message_is_left_untranslated():
+@pytest.mark.parametrize("which", ["--untranslated", "--only-fuzzy"])
+def test_no_message_is_left_untranslated_or_fuzzy(which):
     result = subprocess.run(
-        ["msgattrib", "--untranslated", "--no-obsolete", CATALOGUE / "django.po"],
+        ["msgattrib", which, "--no-obsolete", CATALOGUE / "django.po"],
         capture_output=True,
         text=True,
         check=True,

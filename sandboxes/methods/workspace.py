@@ -1,0 +1,239 @@
+"""RPC methods of the workspace: files, diff, apply_patch, git."""
+
+from typing import Any
+
+from cocoon.registry import Call, registry
+from cocoon.schema import BOOLEAN, EMPTY, INTEGER, STRING, array, enum, nullable, obj, string
+from sandboxes import workspace
+from sandboxes.methods.lifecycle import SANDBOX_ID
+
+PATH = string(minLength=1, maxLength=4096)
+ENCODING = enum("utf-8", "base64")
+
+
+def _params(properties: dict[str, Any], *required: str) -> dict[str, Any]:
+    return obj({"sandboxId": SANDBOX_ID, **properties}, required=("sandboxId", *required))
+
+
+@registry.method(
+    "files.list",
+    description="Entries of a folder in the sandbox (relative paths are taken from /workspace).",
+    params=_params({"path": PATH, "recursive": BOOLEAN}, "path"),
+    result=obj(
+        {
+            "entries": array(
+                obj(
+                    {
+                        "name": STRING,
+                        "type": enum("file", "directory", "symlink", "other"),
+                        "size": INTEGER,
+                        "mode": STRING,
+                        "mtime": {"type": "number"},
+                    }
+                )
+            )
+        }
+    ),
+    agent_side=True,
+)
+def files_list(call: Call) -> dict[str, Any]:
+    params = call.params
+    return {
+        "entries": workspace.list_files(params["sandboxId"], params["path"], params.get("recursive", False))
+    }
+
+
+@registry.method(
+    "files.read",
+    description="A file's content: UTF-8 text, or base64 for binary files (or when asked).",
+    params=_params({"path": PATH, "encoding": ENCODING}, "path"),
+    result=obj({"content": STRING, "encoding": ENCODING}),
+    agent_side=True,
+)
+def files_read(call: Call) -> dict[str, Any]:
+    return workspace.read_file(call.params["sandboxId"], call.params["path"], call.params.get("encoding"))
+
+
+@registry.method(
+    "files.write",
+    description="Create or replace a file (content as UTF-8 text or base64).",
+    params=_params(
+        {"path": PATH, "content": string(maxLength=5 * 1024 * 1024), "encoding": ENCODING}, "path", "content"
+    ),
+    result=EMPTY,
+    agent_side=True,
+)
+def files_write(call: Call) -> dict[str, Any]:
+    params = call.params
+    workspace.write_file(
+        params["sandboxId"],
+        params["path"],
+        params["content"],
+        params.get("encoding", "utf-8"),
+        actor=call.actor,
+    )
+    return {}
+
+
+@registry.method(
+    "files.mkdir",
+    description="Create a folder (and its parents).",
+    params=_params({"path": PATH}, "path"),
+    result=EMPTY,
+    agent_side=True,
+)
+def files_mkdir(call: Call) -> dict[str, Any]:
+    workspace.make_directory(call.params["sandboxId"], call.params["path"], actor=call.actor)
+    return {}
+
+
+@registry.method(
+    "files.delete",
+    description="Delete a file, a symlink (not its target) or a folder (recursive for a non-empty one).",
+    params=_params({"path": PATH, "recursive": BOOLEAN}, "path"),
+    result=EMPTY,
+    agent_side=True,
+)
+def files_delete(call: Call) -> dict[str, Any]:
+    params = call.params
+    workspace.delete_path(
+        params["sandboxId"], params["path"], params.get("recursive", False), actor=call.actor
+    )
+    return {}
+
+
+@registry.method(
+    "sandbox.diff",
+    description="The workspace as a git patch against cocoon-baseline (new, deleted, renamed, binary "
+    "files and modes) with a per-file summary; it applies with `git apply` to the baseline.",
+    params=_params({"paths": array(PATH, maxItems=1000)}),
+    result=obj(
+        {
+            "patch": STRING,
+            "files": array(
+                obj(
+                    {
+                        "path": STRING,
+                        "oldPath": STRING,
+                        "status": STRING,
+                        "added": nullable(INTEGER),
+                        "deleted": nullable(INTEGER),
+                    }
+                )
+            ),
+        }
+    ),
+    agent_side=True,
+)
+def sandbox_diff(call: Call) -> dict[str, Any]:
+    return workspace.diff(call.params["sandboxId"], call.params.get("paths"))
+
+
+@registry.method(
+    "sandbox.apply_patch",
+    description="Apply a git patch in the workspace (all or nothing unless threeWay); check only validates.",
+    params=_params(
+        {"patch": string(minLength=1, maxLength=16 * 1024 * 1024), "check": BOOLEAN, "threeWay": BOOLEAN},
+        "patch",
+    ),
+    result=obj(
+        {"applied": BOOLEAN, "valid": BOOLEAN, "conflicts": array(obj({"path": STRING, "message": STRING}))}
+    ),
+    agent_side=True,
+)
+def sandbox_apply_patch(call: Call) -> dict[str, Any]:
+    params = call.params
+    return workspace.apply_patch(
+        params["sandboxId"],
+        params["patch"],
+        check=params.get("check", False),
+        three_way=params.get("threeWay", False),
+        actor=call.actor,
+    )
+
+
+@registry.method(
+    "git.status",
+    description="Branch, ahead/behind and changed files of the workspace.",
+    params=_params({}),
+    result=obj(
+        {
+            "branch": STRING,
+            "ahead": INTEGER,
+            "behind": INTEGER,
+            "files": array(obj({"path": STRING, "index": STRING, "worktree": STRING, "oldPath": STRING})),
+        }
+    ),
+    agent_side=True,
+)
+def git_status(call: Call) -> dict[str, Any]:
+    return workspace.git_status(call.params["sandboxId"])
+
+
+@registry.method(
+    "git.commit",
+    description='Commit all changes (or the given paths); author as "Name <email>".',
+    params=_params(
+        {
+            "message": string(minLength=1, maxLength=65536),
+            "paths": array(PATH, maxItems=1000),
+            "author": string(maxLength=300),
+        },
+        "message",
+    ),
+    result=obj({"commit": STRING}),
+    agent_side=True,
+)
+def git_commit(call: Call) -> dict[str, Any]:
+    params = call.params
+    return workspace.git_commit(
+        params["sandboxId"], params["message"], params.get("paths"), params.get("author"), actor=call.actor
+    )
+
+
+@registry.method(
+    "git.push",
+    description="Push HEAD to a branch of a remote (default origin); GITHUB_TOKEN is used for the "
+    "configured GitHub host only, passed per command, never stored.",
+    params=_params(
+        {"branch": string(minLength=1, maxLength=255), "remote": string(minLength=1, maxLength=100)}, "branch"
+    ),
+    result=obj({"remote": STRING, "branch": STRING}),
+    agent_side=True,
+)
+def git_push(call: Call) -> dict[str, Any]:
+    params = call.params
+    return workspace.git_push(
+        params["sandboxId"], params["branch"], params.get("remote", "origin"), actor=call.actor
+    )
+
+
+@registry.method(
+    "git.create_pr",
+    description="Open a GitHub pull request for the workspace's origin repository.",
+    params=_params(
+        {
+            "title": string(minLength=1, maxLength=256),
+            "body": string(maxLength=65536),
+            "base": string(minLength=1, maxLength=255),
+            "head": string(minLength=1, maxLength=255),
+            "remote": string(minLength=1, maxLength=100),
+        },
+        "title",
+        "base",
+        "head",
+    ),
+    result=obj({"number": INTEGER, "url": STRING}),
+    agent_side=True,
+)
+def git_create_pr(call: Call) -> dict[str, Any]:
+    params = call.params
+    return workspace.create_pull_request(
+        params["sandboxId"],
+        params["title"],
+        params.get("body", ""),
+        params["base"],
+        params["head"],
+        params.get("remote", "origin"),
+        actor=call.actor,
+    )

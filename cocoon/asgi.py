@@ -15,10 +15,22 @@ from django.urls import path  # noqa: E402
 from cocoon import events  # noqa: E402
 from cocoon.auth import WebSocketTokenMiddleware  # noqa: E402
 from cocoon.consumers import RpcConsumer  # noqa: E402
+from cocoon.mcp import McpApp  # noqa: E402
+
+mcp_application = McpApp()
+
+
+async def http_application(scope: dict, receive: Any, send: Any) -> None:
+    """/mcp goes to the MCP SDK, everything else to Django."""
+    if scope["path"].rstrip("/") == "/mcp":
+        await mcp_application(scope, receive, send)
+    else:
+        await django_application(scope, receive, send)
+
 
 router = ProtocolTypeRouter(
     {
-        "http": django_application,
+        "http": http_application,
         "websocket": WebSocketTokenMiddleware(URLRouter([path("v1/ws", RpcConsumer.as_asgi())])),
     }
 )

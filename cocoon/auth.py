@@ -36,6 +36,15 @@ class TokenAuthentication(authentication.BaseAuthentication):
         return 'Bearer realm="cocoon"'
 
 
+async def request_actor(scope: dict) -> tuple[Actor | None, dict[str, str], dict[str, list[str]]]:
+    """The actor of an ASGI request (HTTP or WebSocket), with its headers and query for later use."""
+    headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    plain = token_from(headers.get("authorization"), (query.get("token") or [None])[0])
+    actor = await database_sync_to_async(tokens.authenticate)(plain) if plain else None
+    return actor, headers, query
+
+
 class WebSocketTokenMiddleware:
     """Put the authenticated Actor (or None) into scope["actor"] for WebSocket consumers."""
 

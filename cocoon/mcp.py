@@ -1,0 +1,135 @@
+"""POST /mcp: MCP Streamable HTTP (stateless) with tools generated from the method registry.
+
+Only `agent_side` methods become tools (never `admin` ones), named like `sandbox_create`, with the
+registry's descriptions and JSON Schemas; results come back as structured content plus JSON text.
+Daphne runs no ASGI lifespan, so the SDK's session manager is started lazily, once per process, by the
+first request; auth happens here because Django's middleware does not run for this path.
+"""
+
+import asyncio
+import json
+from typing import Any
+
+import mcp_types as types
+from channels.db import database_sync_to_async
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+
+import cocoon
+from cocoon.auth import request_actor
+from cocoon.errors import ErrorCode, RpcError
+from cocoon.i18n import resolve_language
+from cocoon.registry import Method, registry
+
+UNKNOWN_TOOL = _("Unknown tool %(name)s.")
+
+
+def tool_name(method: Method) -> str:
+    return method.name.replace(".", "_")
+
+
+def exposed_methods() -> dict[str, Method]:
+    return {
+        tool_name(method): method for method in registry.all() if method.agent_side and not method.ws_only
+    }
+
+
+async def list_tools(context: Any, params: Any) -> types.ListToolsResult:
+    tools = [
+        types.Tool(
+            name=name,
+            description=method.description,
+            input_schema=method.params,
+            # Structured content must be an object, so every result is wrapped as {"result": ...}.
+            output_schema={"type": "object", "properties": {"result": method.result}, "required": ["result"]},
+        )
+        for name, method in exposed_methods().items()
+    ]
+    return types.ListToolsResult(tools=tools)
+
+
+def _error_result(error: RpcError, language: str) -> types.CallToolResult:
+    with translation.override(language):
+        rendered = {"error": error.render()}
+    return types.CallToolResult(content=[types.TextContent(text=json.dumps(rendered))], is_error=True)
+
+
+async def call_tool(context: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    scope = context.request.scope
+    actor, language = scope["actor"], scope["cocoon_language"]
+    method = exposed_methods().get(params.name)
+    if method is None:
+        return _error_result(RpcError(ErrorCode.NOT_FOUND, UNKNOWN_TOOL, name=params.name), language)
+    try:
+        result = await database_sync_to_async(registry.dispatch, thread_sensitive=False)(
+            method.name, params.arguments or {}, actor, language
+        )
+    except RpcError as error:
+        return _error_result(error, language)
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(result))], structured_content={"result": result}
+    )
+
+
+server = Server("cocoon", version=cocoon.__version__, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+class McpApp:
+    """The ASGI app for /mcp: token auth, then the SDK's stateless session manager."""
+
+    def __init__(self) -> None:
+        self.manager: StreamableHTTPSessionManager | None = None
+        self.lock = asyncio.Lock()
+        self.task: asyncio.Task | None = None
+
+    async def _started(self) -> StreamableHTTPSessionManager:
+        async with self.lock:
+            if self.manager is None:
+                manager = StreamableHTTPSessionManager(
+                    app=server,
+                    stateless=True,
+                    json_response=True,
+                    # Every request needs a bearer token, which a DNS-rebinding page cannot have; the
+                    # SDK's host check would otherwise refuse anything but localhost behind a proxy.
+                    security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+                )
+                running = asyncio.Event()
+
+                async def run() -> None:
+                    async with manager.run():
+                        running.set()
+                        await asyncio.Event().wait()
+
+                self.task = asyncio.ensure_future(run())
+                await running.wait()
+                self.manager = manager
+        return self.manager
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        actor, headers, query = await request_actor(scope)
+        explicit = headers.get("x-cocoon-lang") or (query.get("lang") or [None])[0]
+        language = await database_sync_to_async(resolve_language)(explicit, headers.get("accept-language"))
+        if actor is None:
+            await _unauthorized(send, language)
+            return
+        manager = await self._started()
+        await manager.handle_request(dict(scope, actor=actor, cocoon_language=language), receive, send)
+
+
+async def _unauthorized(send: Any, language: str) -> None:
+    with translation.override(language):
+        body = json.dumps({"error": RpcError(ErrorCode.UNAUTHORIZED).render()}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="cocoon"'),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,85 @@
+"""The MCP endpoint with the official SDK's own Streamable HTTP client, against a live cocoond."""
+
+import asyncio
+import json
+
+import httpx
+import httpx2
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+
+async def with_session(cocoond, token, action):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        streamable_http_client(f"{cocoond.url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return await action(session)
+
+
+def run(cocoond, action, token="admin"):
+    return asyncio.run(with_session(cocoond, cocoond.token if token == "admin" else token, action))
+
+
+def test_tools_are_the_agent_side_methods_and_never_admin_ones(cocoond):
+    tools = run(cocoond, lambda session: session.list_tools())
+    names = {tool.name for tool in tools.tools}
+    catalogue = cocoond.call("system.methods")
+    agent_side = {m["name"].replace(".", "_") for m in catalogue if m["agentSide"] and not m["wsOnly"]}
+    admin = {m["name"].replace(".", "_") for m in catalogue if m["admin"]}
+    assert names == agent_side
+    assert {"sandbox_create", "sandbox_exec", "files_read", "sandbox_diff"} <= names
+    assert not names & admin
+    create = next(tool for tool in tools.tools if tool.name == "sandbox_create")
+    assert create.input_schema["properties"]["network"]["enum"] == ["none", "egress", "open"]
+
+
+def test_a_sandbox_is_driven_end_to_end_over_mcp_with_an_agent_token(cocoond, sandbox_image):
+    agent = cocoond.call("tokens.create", {"name": "mcp-agent", "scope": "agent"})["token"]
+
+    async def flow(session):
+        created = await session.call_tool("sandbox_create", {"network": "none"})
+        assert not created.is_error, created
+        sandbox = created.structured_content["result"]
+        executed = await session.call_tool(
+            "sandbox_exec",
+            {"sandboxId": sandbox["id"], "command": ["sh", "-c", "echo from-mcp > f && cat f"]},
+        )
+        diff = await session.call_tool("sandbox_diff", {"sandboxId": sandbox["id"]})
+        await session.call_tool("sandbox_delete", {"sandboxId": sandbox["id"]})
+        return executed, diff
+
+    executed, diff = run(cocoond, flow, token=agent)
+    assert executed.structured_content["result"]["stdout"] == "from-mcp\n"
+    assert json.loads(executed.content[0].text)["exitCode"] == 0
+    assert [entry["path"] for entry in diff.structured_content["result"]["files"]] == ["f"]
+
+
+def test_admin_tools_are_refused_and_errors_are_tool_errors(cocoond):
+    async def calls(session):
+        hidden = await session.call_tool("settings_update", {"general": {"language": "de"}})
+        wrong = await session.call_tool("sandbox_get", {"sandboxId": 5})
+        return hidden, wrong
+
+    hidden, wrong = run(cocoond, calls)
+    assert hidden.is_error
+    assert json.loads(hidden.content[0].text)["error"]["code"] == "not_found"
+    assert cocoond.call("settings.get")["general"]["language"] == "en"
+    assert wrong.is_error
+    assert json.loads(wrong.content[0].text)["error"]["code"] == "invalid_params"
+
+
+@pytest.mark.parametrize("token", [None, "cct_not_a_token"])
+def test_mcp_needs_a_valid_token(cocoond, token):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = httpx.post(
+        f"{cocoond.url}/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers=headers | {"Accept": "application/json, text/event-stream"},
+    )
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthorized"

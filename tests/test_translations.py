@@ -27,3 +27,43 @@ def test_no_message_is_left_untranslated_or_fuzzy(which):
         check=True,
     )
     assert result.stdout == ""
+
+
+def _msgids(catalogue: str) -> set[str]:
+    ids, current = set(), None
+    for line in catalogue.splitlines():
+        if line.startswith("msgid "):
+            current = [line[7:-1]]
+        elif line.startswith('"') and current is not None:
+            current.append(line[1:-1])
+        else:
+            if current is not None:
+                ids.add("".join(current))
+            current = None
+    return ids - {""}
+
+
+def test_every_translatable_string_in_the_code_is_in_the_catalogue():
+    sources = [
+        str(path)
+        for app in ("cocoon", "sandboxes", "agents", "egress", "scheduling")
+        for path in (ROOT / app).rglob("*.py")
+        if "migrations" not in path.parts
+    ]
+    extracted = subprocess.run(
+        [
+            "xgettext",
+            "--language=Python",
+            "--from-code=UTF-8",
+            "--keyword=_",
+            "--keyword=gettext_lazy",
+            "-o",
+            "-",
+            *sources,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    missing = _msgids(extracted) - _msgids((CATALOGUE / "django.po").read_text())
+    assert not missing, f"run makemessages and translate: {sorted(missing)}"

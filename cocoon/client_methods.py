@@ -1,0 +1,539 @@
+"""Typed method stubs for cocoon.client, generated from the method registry by
+`python manage.py generate`. Do not edit: a test fails when this file and the registry differ.
+"""
+
+from typing import Any
+
+
+def _params(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+class Methods:
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        raise NotImplementedError
+
+    def activity_list(
+        self,
+        *,
+        limit: int | None = None,
+        before: int | None = None,
+        sandbox_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> Any:
+        """The activity log, newest first, rendered in the caller's language."""
+        return self.call(
+            "activity.list",
+            _params({"limit": limit, "before": before, "sandboxId": sandbox_id, "agentId": agent_id}),
+        )
+
+    def activity_prune(self, *, older_than_days: int | None = None) -> Any:
+        """Queue removal of activity entries older than olderThanDays (default: the retention)."""
+        return self.call("activity.prune", _params({"olderThanDays": older_than_days}))
+
+    def files_delete(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
+        """Delete a file, a symlink (not its target) or a folder (recursive for a non-empty one)."""
+        return self.call(
+            "files.delete", _params({"sandboxId": sandbox_id, "path": path, "recursive": recursive})
+        )
+
+    def files_list(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
+        """Entries of a folder in the sandbox (relative paths are taken from /workspace)."""
+        return self.call(
+            "files.list", _params({"sandboxId": sandbox_id, "path": path, "recursive": recursive})
+        )
+
+    def files_mkdir(self, *, sandbox_id: str, path: str) -> Any:
+        """Create a folder (and its parents)."""
+        return self.call("files.mkdir", _params({"sandboxId": sandbox_id, "path": path}))
+
+    def files_read(self, *, sandbox_id: str, path: str, encoding: str | None = None) -> Any:
+        """A file's content: UTF-8 text, or base64 for binary files (or when asked)."""
+        return self.call("files.read", _params({"sandboxId": sandbox_id, "path": path, "encoding": encoding}))
+
+    def files_write(self, *, sandbox_id: str, path: str, content: str, encoding: str | None = None) -> Any:
+        """Create or replace a file (content as UTF-8 text or base64)."""
+        return self.call(
+            "files.write",
+            _params({"sandboxId": sandbox_id, "path": path, "content": content, "encoding": encoding}),
+        )
+
+    def git_commit(
+        self, *, sandbox_id: str, message: str, paths: list | None = None, author: str | None = None
+    ) -> Any:
+        """Commit all changes (or the given paths); author as "Name <email>"."""
+        return self.call(
+            "git.commit",
+            _params({"sandboxId": sandbox_id, "message": message, "paths": paths, "author": author}),
+        )
+
+    def git_create_pr(
+        self,
+        *,
+        sandbox_id: str,
+        title: str,
+        base: str,
+        head: str,
+        body: str | None = None,
+        remote: str | None = None,
+    ) -> Any:
+        """Open a GitHub pull request for the workspace's origin repository."""
+        return self.call(
+            "git.create_pr",
+            _params(
+                {
+                    "sandboxId": sandbox_id,
+                    "title": title,
+                    "body": body,
+                    "base": base,
+                    "head": head,
+                    "remote": remote,
+                }
+            ),
+        )
+
+    def git_push(self, *, sandbox_id: str, branch: str, remote: str | None = None) -> Any:
+        """Push HEAD to a branch of a remote (default origin); GITHUB_TOKEN is used for the configured GitHub host only, passed per command, never stored."""
+        return self.call("git.push", _params({"sandboxId": sandbox_id, "branch": branch, "remote": remote}))
+
+    def git_status(self, *, sandbox_id: str) -> Any:
+        """Branch, ahead/behind and changed files of the workspace."""
+        return self.call("git.status", _params({"sandboxId": sandbox_id}))
+
+    def image_build(self, *, variant: str | None = None) -> Any:
+        """Build a sandbox image variant in the background; progress arrives as image.build events."""
+        return self.call("image.build", _params({"variant": variant}))
+
+    def image_status(self) -> Any:
+        """The sandbox image variants and whether they are built."""
+        return self.call("image.status", _params({}))
+
+    def sandbox_apply_patch(
+        self, *, sandbox_id: str, patch: str, check: bool | None = None, three_way: bool | None = None
+    ) -> Any:
+        """Apply a git patch in the workspace (all or nothing unless threeWay); check only validates."""
+        return self.call(
+            "sandbox.apply_patch",
+            _params({"sandboxId": sandbox_id, "patch": patch, "check": check, "threeWay": three_way}),
+        )
+
+    def sandbox_create(
+        self,
+        *,
+        name: str | None = None,
+        image: str | None = None,
+        repo: str | None = None,
+        branch: str | None = None,
+        network: str | None = None,
+        limits: dict | None = None,
+        runtime: str | None = None,
+    ) -> Any:
+        """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults."""
+        return self.call(
+            "sandbox.create",
+            _params(
+                {
+                    "name": name,
+                    "image": image,
+                    "repo": repo,
+                    "branch": branch,
+                    "network": network,
+                    "limits": limits,
+                    "runtime": runtime,
+                }
+            ),
+        )
+
+    def sandbox_delete(self, *, sandbox_id: str) -> Any:
+        """Delete a sandbox with its workspace."""
+        return self.call("sandbox.delete", _params({"sandboxId": sandbox_id}))
+
+    def sandbox_diff(self, *, sandbox_id: str, paths: list | None = None) -> Any:
+        """The workspace as a git patch against cocoon-baseline (new, deleted, renamed, binary files and modes) with a per-file summary; it applies with `git apply` to the baseline."""
+        return self.call("sandbox.diff", _params({"sandboxId": sandbox_id, "paths": paths}))
+
+    def sandbox_exec(
+        self,
+        *,
+        sandbox_id: str,
+        command: list,
+        cwd: str | None = None,
+        env: dict | None = None,
+        stdin: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Run a command (argv) in a running sandbox as its agent user; answers exit code and output."""
+        return self.call(
+            "sandbox.exec",
+            _params(
+                {
+                    "sandboxId": sandbox_id,
+                    "command": command,
+                    "cwd": cwd,
+                    "env": env,
+                    "stdin": stdin,
+                    "timeoutS": timeout_s,
+                }
+            ),
+        )
+
+    def sandbox_get(self, *, sandbox_id: str) -> Any:
+        """One sandbox."""
+        return self.call("sandbox.get", _params({"sandboxId": sandbox_id}))
+
+    def sandbox_list(self) -> Any:
+        """All sandboxes, newest first."""
+        return self.call("sandbox.list", _params({}))
+
+    def sandbox_start(self, *, sandbox_id: str) -> Any:
+        """Start a stopped sandbox."""
+        return self.call("sandbox.start", _params({"sandboxId": sandbox_id}))
+
+    def sandbox_stop(self, *, sandbox_id: str) -> Any:
+        """Stop a sandbox; its files are kept."""
+        return self.call("sandbox.stop", _params({"sandboxId": sandbox_id}))
+
+    def secrets_delete(self, *, name: str) -> Any:
+        """Delete a secret."""
+        return self.call("secrets.delete", _params({"name": name}))
+
+    def secrets_list(self) -> Any:
+        """Names and timestamps of all secrets; values are never returned."""
+        return self.call("secrets.list", _params({}))
+
+    def secrets_set(self, *, name: str, value: str) -> Any:
+        """Create or replace a secret. The value is encrypted at rest and never returned."""
+        return self.call("secrets.set", _params({"name": name, "value": value}))
+
+    def settings_get(self) -> Any:
+        """The whole settings document."""
+        return self.call("settings.get", _params({}))
+
+    def settings_reset(self, *, keys: list | None = None) -> Any:
+        """Reset the given dotted setting paths (or everything) to their defaults."""
+        return self.call("settings.reset", _params({"keys": keys}))
+
+    def settings_update(
+        self,
+        *,
+        general: dict | None = None,
+        sandbox: dict | None = None,
+        egress: dict | None = None,
+        providers: dict | None = None,
+        git: dict | None = None,
+        toolbox: dict | None = None,
+    ) -> Any:
+        """Deep-merge a partial settings document; returns the whole validated document."""
+        return self.call(
+            "settings.update",
+            _params(
+                {
+                    "general": general,
+                    "sandbox": sandbox,
+                    "egress": egress,
+                    "providers": providers,
+                    "git": git,
+                    "toolbox": toolbox,
+                }
+            ),
+        )
+
+    def system_info(self) -> Any:
+        """Server version, sandbox driver kind, its capabilities and runtimes."""
+        return self.call("system.info", _params({}))
+
+    def system_methods(self) -> Any:
+        """The method catalogue with JSON Schemas, limited to what the calling token may call."""
+        return self.call("system.methods", _params({}))
+
+    def system_setup_status(self) -> Any:
+        """The first-run checklist (admin token, network, proxy, image, toolbox), translated."""
+        return self.call("system.setup_status", _params({}))
+
+    def tokens_create(self, *, name: str, scope: str) -> Any:
+        """Create a token. The plain token is in this answer only; it is never shown again."""
+        return self.call("tokens.create", _params({"name": name, "scope": scope}))
+
+    def tokens_list(self) -> Any:
+        """All API tokens (without their values)."""
+        return self.call("tokens.list", _params({}))
+
+    def tokens_revoke(self, *, token_id: str) -> Any:
+        """Revoke a token; it stops working at once."""
+        return self.call("tokens.revoke", _params({"tokenId": token_id}))
+
+    def toolbox_install(self) -> Any:
+        """Install or update the agent toolbox in the background (no image rebuild); progress arrives as toolbox.install events."""
+        return self.call("toolbox.install", _params({}))
+
+    def toolbox_status(self) -> Any:
+        """Whether the agent toolbox (/opt/agents) is installed, and its package versions."""
+        return self.call("toolbox.status", _params({}))
+
+
+class AsyncMethods:
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        raise NotImplementedError
+
+    async def activity_list(
+        self,
+        *,
+        limit: int | None = None,
+        before: int | None = None,
+        sandbox_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> Any:
+        """The activity log, newest first, rendered in the caller's language."""
+        return await self.call(
+            "activity.list",
+            _params({"limit": limit, "before": before, "sandboxId": sandbox_id, "agentId": agent_id}),
+        )
+
+    async def activity_prune(self, *, older_than_days: int | None = None) -> Any:
+        """Queue removal of activity entries older than olderThanDays (default: the retention)."""
+        return await self.call("activity.prune", _params({"olderThanDays": older_than_days}))
+
+    async def files_delete(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
+        """Delete a file, a symlink (not its target) or a folder (recursive for a non-empty one)."""
+        return await self.call(
+            "files.delete", _params({"sandboxId": sandbox_id, "path": path, "recursive": recursive})
+        )
+
+    async def files_list(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
+        """Entries of a folder in the sandbox (relative paths are taken from /workspace)."""
+        return await self.call(
+            "files.list", _params({"sandboxId": sandbox_id, "path": path, "recursive": recursive})
+        )
+
+    async def files_mkdir(self, *, sandbox_id: str, path: str) -> Any:
+        """Create a folder (and its parents)."""
+        return await self.call("files.mkdir", _params({"sandboxId": sandbox_id, "path": path}))
+
+    async def files_read(self, *, sandbox_id: str, path: str, encoding: str | None = None) -> Any:
+        """A file's content: UTF-8 text, or base64 for binary files (or when asked)."""
+        return await self.call(
+            "files.read", _params({"sandboxId": sandbox_id, "path": path, "encoding": encoding})
+        )
+
+    async def files_write(
+        self, *, sandbox_id: str, path: str, content: str, encoding: str | None = None
+    ) -> Any:
+        """Create or replace a file (content as UTF-8 text or base64)."""
+        return await self.call(
+            "files.write",
+            _params({"sandboxId": sandbox_id, "path": path, "content": content, "encoding": encoding}),
+        )
+
+    async def git_commit(
+        self, *, sandbox_id: str, message: str, paths: list | None = None, author: str | None = None
+    ) -> Any:
+        """Commit all changes (or the given paths); author as "Name <email>"."""
+        return await self.call(
+            "git.commit",
+            _params({"sandboxId": sandbox_id, "message": message, "paths": paths, "author": author}),
+        )
+
+    async def git_create_pr(
+        self,
+        *,
+        sandbox_id: str,
+        title: str,
+        base: str,
+        head: str,
+        body: str | None = None,
+        remote: str | None = None,
+    ) -> Any:
+        """Open a GitHub pull request for the workspace's origin repository."""
+        return await self.call(
+            "git.create_pr",
+            _params(
+                {
+                    "sandboxId": sandbox_id,
+                    "title": title,
+                    "body": body,
+                    "base": base,
+                    "head": head,
+                    "remote": remote,
+                }
+            ),
+        )
+
+    async def git_push(self, *, sandbox_id: str, branch: str, remote: str | None = None) -> Any:
+        """Push HEAD to a branch of a remote (default origin); GITHUB_TOKEN is used for the configured GitHub host only, passed per command, never stored."""
+        return await self.call(
+            "git.push", _params({"sandboxId": sandbox_id, "branch": branch, "remote": remote})
+        )
+
+    async def git_status(self, *, sandbox_id: str) -> Any:
+        """Branch, ahead/behind and changed files of the workspace."""
+        return await self.call("git.status", _params({"sandboxId": sandbox_id}))
+
+    async def image_build(self, *, variant: str | None = None) -> Any:
+        """Build a sandbox image variant in the background; progress arrives as image.build events."""
+        return await self.call("image.build", _params({"variant": variant}))
+
+    async def image_status(self) -> Any:
+        """The sandbox image variants and whether they are built."""
+        return await self.call("image.status", _params({}))
+
+    async def sandbox_apply_patch(
+        self, *, sandbox_id: str, patch: str, check: bool | None = None, three_way: bool | None = None
+    ) -> Any:
+        """Apply a git patch in the workspace (all or nothing unless threeWay); check only validates."""
+        return await self.call(
+            "sandbox.apply_patch",
+            _params({"sandboxId": sandbox_id, "patch": patch, "check": check, "threeWay": three_way}),
+        )
+
+    async def sandbox_create(
+        self,
+        *,
+        name: str | None = None,
+        image: str | None = None,
+        repo: str | None = None,
+        branch: str | None = None,
+        network: str | None = None,
+        limits: dict | None = None,
+        runtime: str | None = None,
+    ) -> Any:
+        """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults."""
+        return await self.call(
+            "sandbox.create",
+            _params(
+                {
+                    "name": name,
+                    "image": image,
+                    "repo": repo,
+                    "branch": branch,
+                    "network": network,
+                    "limits": limits,
+                    "runtime": runtime,
+                }
+            ),
+        )
+
+    async def sandbox_delete(self, *, sandbox_id: str) -> Any:
+        """Delete a sandbox with its workspace."""
+        return await self.call("sandbox.delete", _params({"sandboxId": sandbox_id}))
+
+    async def sandbox_diff(self, *, sandbox_id: str, paths: list | None = None) -> Any:
+        """The workspace as a git patch against cocoon-baseline (new, deleted, renamed, binary files and modes) with a per-file summary; it applies with `git apply` to the baseline."""
+        return await self.call("sandbox.diff", _params({"sandboxId": sandbox_id, "paths": paths}))
+
+    async def sandbox_exec(
+        self,
+        *,
+        sandbox_id: str,
+        command: list,
+        cwd: str | None = None,
+        env: dict | None = None,
+        stdin: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Run a command (argv) in a running sandbox as its agent user; answers exit code and output."""
+        return await self.call(
+            "sandbox.exec",
+            _params(
+                {
+                    "sandboxId": sandbox_id,
+                    "command": command,
+                    "cwd": cwd,
+                    "env": env,
+                    "stdin": stdin,
+                    "timeoutS": timeout_s,
+                }
+            ),
+        )
+
+    async def sandbox_get(self, *, sandbox_id: str) -> Any:
+        """One sandbox."""
+        return await self.call("sandbox.get", _params({"sandboxId": sandbox_id}))
+
+    async def sandbox_list(self) -> Any:
+        """All sandboxes, newest first."""
+        return await self.call("sandbox.list", _params({}))
+
+    async def sandbox_start(self, *, sandbox_id: str) -> Any:
+        """Start a stopped sandbox."""
+        return await self.call("sandbox.start", _params({"sandboxId": sandbox_id}))
+
+    async def sandbox_stop(self, *, sandbox_id: str) -> Any:
+        """Stop a sandbox; its files are kept."""
+        return await self.call("sandbox.stop", _params({"sandboxId": sandbox_id}))
+
+    async def secrets_delete(self, *, name: str) -> Any:
+        """Delete a secret."""
+        return await self.call("secrets.delete", _params({"name": name}))
+
+    async def secrets_list(self) -> Any:
+        """Names and timestamps of all secrets; values are never returned."""
+        return await self.call("secrets.list", _params({}))
+
+    async def secrets_set(self, *, name: str, value: str) -> Any:
+        """Create or replace a secret. The value is encrypted at rest and never returned."""
+        return await self.call("secrets.set", _params({"name": name, "value": value}))
+
+    async def settings_get(self) -> Any:
+        """The whole settings document."""
+        return await self.call("settings.get", _params({}))
+
+    async def settings_reset(self, *, keys: list | None = None) -> Any:
+        """Reset the given dotted setting paths (or everything) to their defaults."""
+        return await self.call("settings.reset", _params({"keys": keys}))
+
+    async def settings_update(
+        self,
+        *,
+        general: dict | None = None,
+        sandbox: dict | None = None,
+        egress: dict | None = None,
+        providers: dict | None = None,
+        git: dict | None = None,
+        toolbox: dict | None = None,
+    ) -> Any:
+        """Deep-merge a partial settings document; returns the whole validated document."""
+        return await self.call(
+            "settings.update",
+            _params(
+                {
+                    "general": general,
+                    "sandbox": sandbox,
+                    "egress": egress,
+                    "providers": providers,
+                    "git": git,
+                    "toolbox": toolbox,
+                }
+            ),
+        )
+
+    async def system_info(self) -> Any:
+        """Server version, sandbox driver kind, its capabilities and runtimes."""
+        return await self.call("system.info", _params({}))
+
+    async def system_methods(self) -> Any:
+        """The method catalogue with JSON Schemas, limited to what the calling token may call."""
+        return await self.call("system.methods", _params({}))
+
+    async def system_setup_status(self) -> Any:
+        """The first-run checklist (admin token, network, proxy, image, toolbox), translated."""
+        return await self.call("system.setup_status", _params({}))
+
+    async def tokens_create(self, *, name: str, scope: str) -> Any:
+        """Create a token. The plain token is in this answer only; it is never shown again."""
+        return await self.call("tokens.create", _params({"name": name, "scope": scope}))
+
+    async def tokens_list(self) -> Any:
+        """All API tokens (without their values)."""
+        return await self.call("tokens.list", _params({}))
+
+    async def tokens_revoke(self, *, token_id: str) -> Any:
+        """Revoke a token; it stops working at once."""
+        return await self.call("tokens.revoke", _params({"tokenId": token_id}))
+
+    async def toolbox_install(self) -> Any:
+        """Install or update the agent toolbox in the background (no image rebuild); progress arrives as toolbox.install events."""
+        return await self.call("toolbox.install", _params({}))
+
+    async def toolbox_status(self) -> Any:
+        """Whether the agent toolbox (/opt/agents) is installed, and its package versions."""
+        return await self.call("toolbox.status", _params({}))

@@ -16,6 +16,7 @@ app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "prune-activity": {"task": "cocoon.tasks.prune_activity", "schedule": crontab(minute=17, hour=3)},
     "reconcile-sandboxes": {"task": "sandboxes.tasks.reconcile", "schedule": 30.0},
+    "poll-agents": {"task": "agents.tasks.poll", "schedule": 2.0},
 }
 
 

@@ -31,6 +31,59 @@ class Methods:
         """Queue removal of activity entries older than olderThanDays (default: the retention)."""
         return self.call("activity.prune", _params({"olderThanDays": older_than_days}))
 
+    def agent_get(self, *, agent_id: str) -> Any:
+        """One agent."""
+        return self.call("agent.get", _params({"agentId": agent_id}))
+
+    def agent_kill(self, *, agent_id: str) -> Any:
+        """End the agent's tmux session."""
+        return self.call("agent.kill", _params({"agentId": agent_id}))
+
+    def agent_list(self, *, sandbox_id: str | None = None) -> Any:
+        """Agents, optionally of one sandbox."""
+        return self.call("agent.list", _params({"sandboxId": sandbox_id}))
+
+    def agent_read(self, *, agent_id: str, scrollback: int | None = None) -> Any:
+        """The agent's screen as text, and scrollback lines when asked."""
+        return self.call("agent.read", _params({"agentId": agent_id, "scrollback": scrollback}))
+
+    def agent_send_input(self, *, agent_id: str, text: str, enter: bool | None = None) -> Any:
+        """Type text into the agent's terminal, followed by Enter unless enter is false."""
+        return self.call("agent.send_input", _params({"agentId": agent_id, "text": text, "enter": enter}))
+
+    def agent_send_keys(self, *, agent_id: str, keys: list) -> Any:
+        """Press named keys: Enter, Escape, Tab, Up, Down, C-c, y, n, ..."""
+        return self.call("agent.send_keys", _params({"agentId": agent_id, "keys": keys}))
+
+    def agent_spawn(
+        self,
+        *,
+        sandbox_id: str,
+        profile: str,
+        prompt: str | None = None,
+        env: dict | None = None,
+        cols: int | None = None,
+        rows: int | None = None,
+    ) -> Any:
+        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt. Secrets of the profile reach it through a private env file."""
+        return self.call(
+            "agent.spawn",
+            _params(
+                {
+                    "sandboxId": sandbox_id,
+                    "profile": profile,
+                    "prompt": prompt,
+                    "env": env,
+                    "cols": cols,
+                    "rows": rows,
+                }
+            ),
+        )
+
+    def agent_wait(self, *, agent_id: str, until: list, timeout_s: float) -> Any:
+        """Block (bounded by timeoutS) until the agent reaches one of the statuses."""
+        return self.call("agent.wait", _params({"agentId": agent_id, "until": until, "timeoutS": timeout_s}))
+
     def files_delete(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
         """Delete a file, a symlink (not its target) or a folder (recursive for a non-empty one)."""
         return self.call(
@@ -292,6 +345,63 @@ class AsyncMethods:
     async def activity_prune(self, *, older_than_days: int | None = None) -> Any:
         """Queue removal of activity entries older than olderThanDays (default: the retention)."""
         return await self.call("activity.prune", _params({"olderThanDays": older_than_days}))
+
+    async def agent_get(self, *, agent_id: str) -> Any:
+        """One agent."""
+        return await self.call("agent.get", _params({"agentId": agent_id}))
+
+    async def agent_kill(self, *, agent_id: str) -> Any:
+        """End the agent's tmux session."""
+        return await self.call("agent.kill", _params({"agentId": agent_id}))
+
+    async def agent_list(self, *, sandbox_id: str | None = None) -> Any:
+        """Agents, optionally of one sandbox."""
+        return await self.call("agent.list", _params({"sandboxId": sandbox_id}))
+
+    async def agent_read(self, *, agent_id: str, scrollback: int | None = None) -> Any:
+        """The agent's screen as text, and scrollback lines when asked."""
+        return await self.call("agent.read", _params({"agentId": agent_id, "scrollback": scrollback}))
+
+    async def agent_send_input(self, *, agent_id: str, text: str, enter: bool | None = None) -> Any:
+        """Type text into the agent's terminal, followed by Enter unless enter is false."""
+        return await self.call(
+            "agent.send_input", _params({"agentId": agent_id, "text": text, "enter": enter})
+        )
+
+    async def agent_send_keys(self, *, agent_id: str, keys: list) -> Any:
+        """Press named keys: Enter, Escape, Tab, Up, Down, C-c, y, n, ..."""
+        return await self.call("agent.send_keys", _params({"agentId": agent_id, "keys": keys}))
+
+    async def agent_spawn(
+        self,
+        *,
+        sandbox_id: str,
+        profile: str,
+        prompt: str | None = None,
+        env: dict | None = None,
+        cols: int | None = None,
+        rows: int | None = None,
+    ) -> Any:
+        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt. Secrets of the profile reach it through a private env file."""
+        return await self.call(
+            "agent.spawn",
+            _params(
+                {
+                    "sandboxId": sandbox_id,
+                    "profile": profile,
+                    "prompt": prompt,
+                    "env": env,
+                    "cols": cols,
+                    "rows": rows,
+                }
+            ),
+        )
+
+    async def agent_wait(self, *, agent_id: str, until: list, timeout_s: float) -> Any:
+        """Block (bounded by timeoutS) until the agent reaches one of the statuses."""
+        return await self.call(
+            "agent.wait", _params({"agentId": agent_id, "until": until, "timeoutS": timeout_s})
+        )
 
     async def files_delete(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
         """Delete a file, a symlink (not its target) or a folder (recursive for a non-empty one)."""

@@ -1,0 +1,104 @@
+"""Agents in tmux inside real sandboxes: the shell profile end to end (SPEC §4). The Claude Code and
+Codex end-to-end runs against stand-in LLM endpoints are not written yet (see the agents issue)."""
+
+import json
+import subprocess
+
+import pytest
+
+
+@pytest.fixture
+def sandbox(cocoond, sandbox_image):
+    created = cocoond.call("sandbox.create", {"network": "none"})
+    yield created
+    cocoond.post("sandbox.delete", {"sandboxId": created["id"]})
+
+
+def call(cocoond, method, **params):
+    return cocoond.call(method, params)
+
+
+def wait(cocoond, agent, *until, timeout=30):
+    return call(cocoond, "agent.wait", agentId=agent["id"], until=list(until), timeoutS=timeout)
+
+
+def test_a_shell_agent_works_goes_idle_and_exits_with_its_code(cocoond, sandbox):
+    agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell")
+    assert agent["id"].startswith("ag_")
+    assert wait(cocoond, agent, "idle")["statusSource"] == "heuristic"
+    call(cocoond, "agent.send_input", agentId=agent["id"], text="sleep 4")
+    assert wait(cocoond, agent, "working")["status"] == "working"
+    assert wait(cocoond, agent, "idle")["status"] == "idle"
+    call(cocoond, "agent.send_input", agentId=agent["id"], text="echo marker-$((6*7))")
+    screen = call(cocoond, "agent.read", agentId=agent["id"])["screen"]
+    assert "marker-42" in screen or "marker-42" in call(cocoond, "agent.read", agentId=agent["id"])["screen"]
+    call(cocoond, "agent.send_input", agentId=agent["id"], text="exit 3")
+    exited = wait(cocoond, agent, "exited")
+    assert (exited["status"], exited["exitCode"]) == ("exited", 3)
+    response = cocoond.post("agent.send_input", {"agentId": agent["id"], "text": "echo too late"})
+    assert response.json()["error"]["code"] == "conflict"
+
+
+def test_keys_and_kill(cocoond, sandbox):
+    agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell", prompt="sleep 300")
+    assert wait(cocoond, agent, "working")["status"] == "working"
+    call(cocoond, "agent.send_keys", agentId=agent["id"], keys=["C-c"])
+    assert wait(cocoond, agent, "idle")["status"] == "idle"
+    bad = cocoond.post("agent.send_keys", {"agentId": agent["id"], "keys": ["rm -rf /"]})
+    assert bad.json()["error"]["code"] == "invalid_params"
+    assert call(cocoond, "agent.kill", agentId=agent["id"])["status"] == "exited"
+    assert [a["id"] for a in call(cocoond, "agent.list", sandboxId=sandbox["id"])] == [agent["id"]]
+
+
+def test_secrets_reach_the_agent_only_through_its_env_file(cocoond, sandbox, docker_client):
+    value = "sk-agent-secret-0123456789"
+    cocoond.call("secrets.set", {"name": "ANTHROPIC_API_KEY", "value": value})
+    try:
+        # claude-code receives ANTHROPIC_API_KEY; with no toolbox in this sandbox its command is not
+        # found, so the agent starts (reading and deleting its env file) and exits with 127.
+        agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="claude-code", prompt="hi")
+        exited = wait(cocoond, agent, "exited")
+        assert exited["exitCode"] == 127
+        container = docker_client.containers.get(f"{cocoond.instance}-{sandbox['id']}")
+        assert value not in json.dumps(container.attrs)
+        # The value comes through stdin, so the search itself does not put it into an argv.
+        script = (
+            "grep -rslF -f /dev/stdin /proc/*/cmdline /proc/*/environ $HOME /tmp /workspace; "
+            "ls -A $HOME/.cocoon/env"
+        )
+        leaks = cocoond.call(
+            "sandbox.exec",
+            {"sandboxId": sandbox["id"], "command": ["sh", "-c", script], "stdin": value + "\n"},
+        )
+        assert leaks["stdout"].strip() == ""  # no copy anywhere, and the env file is gone
+    finally:
+        cocoond.call("secrets.delete", {"name": "ANTHROPIC_API_KEY"})
+
+
+def test_bad_input_is_refused(cocoond, sandbox):
+    unknown = cocoond.post("agent.spawn", {"sandboxId": sandbox["id"], "profile": "nope"})
+    assert unknown.json()["error"]["code"] == "not_found"
+    bad_status = cocoond.post("agent.wait", {"agentId": "ag_x", "until": ["sleeping"], "timeoutS": 1})
+    assert bad_status.json()["error"]["code"] == "invalid_params"
+    cocoond.call("sandbox.stop", {"sandboxId": sandbox["id"]})
+    stopped = cocoond.post("agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell"})
+    assert stopped.json()["error"]["code"] == "conflict"
+
+
+def test_an_agent_survives_a_cocoond_restart(start_cocoond, sandbox_image):
+    instance = start_cocoond()
+    created = instance.call("sandbox.create", {"network": "none"})
+    agent = instance.call(
+        "agent.spawn", {"sandboxId": created["id"], "profile": "shell", "prompt": "export KEPT=yes"}
+    )
+    instance.proc.kill()  # SIGKILL: no clean shutdown
+    instance.proc.wait()
+    instance.start()
+    instance.call("agent.send_input", {"agentId": agent["id"], "text": "echo kept=$KEPT"})
+    screen = ""
+    for _ in range(20):
+        screen = instance.call("agent.read", {"agentId": agent["id"]})["screen"]
+        if "kept=yes" in screen:
+            break
+        subprocess.run(["sleep", "0.2"])
+    assert "kept=yes" in screen

@@ -12,6 +12,7 @@ django_application = get_asgi_application()  # sets Django up before the imports
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from agents.consumers import AttachConsumer  # noqa: E402
 from cocoon import events  # noqa: E402
 from cocoon.auth import WebSocketTokenMiddleware  # noqa: E402
 from cocoon.consumers import RpcConsumer  # noqa: E402
@@ -31,7 +32,14 @@ async def http_application(scope: dict, receive: Any, send: Any) -> None:
 router = ProtocolTypeRouter(
     {
         "http": http_application,
-        "websocket": WebSocketTokenMiddleware(URLRouter([path("v1/ws", RpcConsumer.as_asgi())])),
+        "websocket": WebSocketTokenMiddleware(
+            URLRouter(
+                [
+                    path("v1/ws", RpcConsumer.as_asgi()),
+                    path("v1/agents/<str:agent_id>/attach", AttachConsumer.as_asgi()),
+                ]
+            )
+        ),
     }
 )
 

@@ -3,8 +3,11 @@ Codex end-to-end runs against stand-in LLM endpoints are not written yet (see th
 
 import json
 import subprocess
+import time
 
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 
 @pytest.fixture
@@ -102,3 +105,43 @@ def test_an_agent_survives_a_cocoond_restart(start_cocoond, sandbox_image):
             break
         subprocess.run(["sleep", "0.2"])
     assert "kept=yes" in screen
+
+
+def attach(cocoond, agent, **query):
+    params = "&".join(f"{key}={value}" for key, value in {"token": cocoond.token, **query}.items())
+    return connect(f"ws://127.0.0.1:{cocoond.port}/v1/agents/{agent['id']}/attach?{params}", open_timeout=10)
+
+
+def read_until(ws, needle, timeout=10):
+    seen, deadline = b"", time.monotonic() + timeout
+    while needle not in seen:
+        seen += ws.recv(timeout=max(0.1, deadline - time.monotonic()))
+    return seen
+
+
+def test_attach_types_reads_back_and_resizes(cocoond, sandbox):
+    agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell")
+    wait(cocoond, agent, "idle")
+    with attach(cocoond, agent, cols=100, rows=30) as ws, attach(cocoond, agent, mode="ro") as watcher:
+        ws.send(b"echo hi-$((40+2))\r")
+        assert b"hi-42" in read_until(ws, b"hi-42")
+        assert b"hi-42" in read_until(watcher, b"hi-42")  # a second viewer sees it too
+        watcher.send(b"echo from-the-watcher\r")  # read-only: dropped
+        ws.send(json.dumps({"type": "resize", "cols": 77, "rows": 20}))
+        ws.send(b"tput cols\r")
+        assert b"77" in read_until(ws, b"77")
+    # Viewers leaving never end the agent.
+    assert call(cocoond, "agent.get", agentId=agent["id"])["status"] != "exited"
+    screen = call(cocoond, "agent.read", agentId=agent["id"], scrollback=200)
+    assert "from-the-watcher" not in screen["screen"] + screen.get("scrollback", "")
+
+
+def test_attach_needs_a_token_and_a_live_agent(cocoond, sandbox):
+    with connect(f"ws://127.0.0.1:{cocoond.port}/v1/agents/ag_nothere/attach?token={cocoond.token}") as ws:
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=5)
+        assert closed.value.rcvd.code == 4404
+    with connect(f"ws://127.0.0.1:{cocoond.port}/v1/agents/ag_nothere/attach") as ws:
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=5)
+        assert closed.value.rcvd.code == 4401

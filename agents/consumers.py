@@ -1,0 +1,91 @@
+"""WS /v1/agents/<id>/attach?cols=&rows=&mode=ro — a browser-grade terminal onto an agent.
+
+Each viewer is its own `tmux attach` client in the sandbox, so viewers come and go without touching the
+agent; `mode=ro` attaches read-only and drops the viewer's input. Binary frames carry terminal bytes both
+ways; a text frame {"type": "resize", "cols", "rows"} resizes.
+"""
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from agents.choices import AgentStatus
+from agents.models import Agent
+from cocoon.consumers import CLOSE_UNAUTHORIZED
+from sandboxes.drivers import get_driver
+from sandboxes.drivers.base import DriverError, TtySession
+
+CLOSE_NOT_FOUND = 4404
+CLOSE_CONFLICT = 4409
+
+
+def _size(query: dict[str, list[str]], name: str, default: int, low: int, high: int) -> int:
+    try:
+        return max(low, min(high, int((query.get(name) or [default])[0])))
+    except ValueError:
+        return default
+
+
+class AttachConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        self.tty: TtySession | None = None
+        await self.accept()
+        if self.scope.get("actor") is None:
+            await self.close(code=CLOSE_UNAUTHORIZED)
+            return
+        agent_id = self.scope["url_route"]["kwargs"]["agent_id"]
+        agent = await database_sync_to_async(
+            Agent.objects.select_related("sandbox").filter(pk=agent_id).first
+        )()
+        if agent is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        if agent.status == AgentStatus.EXITED or agent.sandbox.state != "running":
+            await self.close(code=CLOSE_CONFLICT)
+            return
+        query = self.scope["query"]
+        self.read_only = (query.get("mode") or [""])[0] == "ro"
+        command = ["tmux", "-L", "cocoon", "attach-session", "-t", f"={agent.id}"]
+        if self.read_only:
+            command.append("-r")
+        cols, rows = _size(query, "cols", 120, 20, 500), _size(query, "rows", 40, 5, 300)
+        try:
+            self.tty = await asyncio.to_thread(
+                get_driver().open_tty, agent.sandbox_id, command, cols=cols, rows=rows
+            )
+        except DriverError:
+            await self.close(code=CLOSE_CONFLICT)
+            return
+        # A thread of its own per viewer: a blocking read must not hold one of the few shared workers.
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=self._pump, args=(loop, self.tty), daemon=True).start()
+
+    def _pump(self, loop: asyncio.AbstractEventLoop, tty: TtySession) -> None:
+        while chunk := tty.read():
+            asyncio.run_coroutine_threadsafe(self.send(bytes_data=chunk), loop)
+        asyncio.run_coroutine_threadsafe(self.close(), loop)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.tty is None:
+            return
+        if bytes_data is not None:
+            if not self.read_only:
+                await asyncio.to_thread(self.tty.write, bytes_data)
+            return
+        try:
+            message: Any = json.loads(text_data or "")
+        except json.JSONDecodeError:
+            return
+        if isinstance(message, dict) and message.get("type") == "resize":
+            cols = max(20, min(500, int(message.get("cols", 120))))
+            rows = max(5, min(300, int(message.get("rows", 40))))
+            await asyncio.to_thread(self.tty.resize, cols, rows)
+
+    async def disconnect(self, code: int) -> None:
+        if self.tty is not None:
+            tty, self.tty = self.tty, None
+            await asyncio.to_thread(tty.close)

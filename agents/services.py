@@ -5,7 +5,11 @@ argv, never the container's environment. Status comes from the agents' own hooks
 writes /opt/cocoon/status/<id>) and, where they say nothing, from the screen and the foreground process.
 """
 
+import io
+import json
+import posixpath
 import shlex
+import tarfile
 import time
 from typing import Any
 
@@ -19,7 +23,7 @@ from cocoon import activity, events, vault
 from cocoon.actors import Actor
 from cocoon.errors import ErrorCode, RpcError
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import DriverError
+from sandboxes.drivers.base import AGENT_UID, AGENT_USER, OPT_COCOON, DriverError
 from sandboxes.models import Sandbox
 from sandboxes.services import get_sandbox
 
@@ -158,6 +162,8 @@ def spawn_agent(
         variables["COCOON_PROMPT_STDIN"] = prompt
     env_file = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items())
     try:
+        if profile.hooks:
+            get_driver().put_archive(sandbox.id, f"/home/{AGENT_USER}", _hook_files(profile, variables))
         _exec(
             sandbox,
             [
@@ -207,6 +213,41 @@ def spawn_agent(
         )
         _publish(agent)
     return agent
+
+
+def _hook_files(profile: AgentProfile, variables: dict[str, str]) -> bytes:
+    """The agent CLIs' own configuration that makes them report to cocoon-status and skips their
+    first-run dialogs (a tar for the agent's home)."""
+    files: dict[str, str] = {}
+    if profile.name == "claude-code":
+        files[".claude/settings.json"] = (OPT_COCOON / "hooks" / "claude-code.json").read_text()
+        state: dict[str, Any] = {
+            "hasCompletedOnboarding": True,
+            "theme": "dark",
+            "projects": {
+                "/workspace": {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}
+            },
+        }
+        if key := variables.get("ANTHROPIC_API_KEY"):
+            state["customApiKeyResponses"] = {"approved": [key[-20:]], "rejected": []}
+        files[".claude.json"] = json.dumps(state)
+    elif profile.name == "codex":
+        # cocoon's sandbox is the sandbox: Codex's own bwrap cannot run inside a container.
+        files[".codex/config.toml"] = (OPT_COCOON / "hooks" / "codex.toml").read_text() + (
+            'sandbox_mode = "danger-full-access"\napproval_policy = "on-request"\n'
+        )
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for directory in sorted({posixpath.dirname(name) for name in files} - {""}):
+            info = tarfile.TarInfo(directory)
+            info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o700, AGENT_UID, AGENT_UID
+            tar.addfile(info)
+        for name, content in files.items():
+            data = content.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.uid, info.gid = len(data), 0o600, AGENT_UID, AGENT_UID
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def _publish(agent: Agent) -> None:

@@ -145,3 +145,52 @@ def test_attach_needs_a_token_and_a_live_agent(cocoond, sandbox):
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=5)
         assert closed.value.rcvd.code == 4401
+
+
+def test_hooks_are_installed_and_hook_reports_win(cocoond, sandbox):
+    # A stand-in `claude` (the toolbox is not in this sandbox) that just stays in the foreground.
+    cocoond.call(
+        "sandbox.exec",
+        {
+            "sandboxId": sandbox["id"],
+            "command": [
+                "sh",
+                "-c",
+                "mkdir -p ~/bin && printf '#!/bin/sh\\nexec sleep 300\\n' > ~/bin/claude && "
+                "chmod +x ~/bin/claude",
+            ],
+        },
+    )
+    cocoond.call(
+        "secrets.set", {"name": "ANTHROPIC_API_KEY", "value": "sk-ant-0123456789-abcdefghijklmnopqrst"}
+    )
+    try:
+        agent = call(
+            cocoond,
+            "agent.spawn",
+            sandboxId=sandbox["id"],
+            profile="claude-code",
+            env={"PATH": "/home/agent/bin:/opt/cocoon/bin:/usr/bin:/bin"},
+        )
+    finally:
+        cocoond.call("secrets.delete", {"name": "ANTHROPIC_API_KEY"})
+
+    def read(path):
+        return cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["cat", path]})["stdout"]
+
+    settings = json.loads(read("/home/agent/.claude/settings.json"))
+    assert settings["hooks"]["Stop"][0]["hooks"][0]["command"] == "/opt/cocoon/bin/cocoon-status done"
+    state = json.loads(read("/home/agent/.claude.json"))
+    assert state["hasCompletedOnboarding"] is True
+    assert state["customApiKeyResponses"]["approved"] == ["abcdefghijklmnopqrst"]
+
+    def hook(status):
+        command = ["sh", "-c", f"COCOON_AGENT_ID={agent['id']} cocoon-status {status} '{{\"json\": 1}}'"]
+        assert cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": command})["exitCode"] == 0
+
+    hook("blocked")
+    blocked = wait(cocoond, agent, "blocked")
+    assert blocked["statusSource"] == "hook"
+    hook("done")
+    assert wait(cocoond, agent, "done")["statusSource"] == "hook"
+    call(cocoond, "agent.kill", agentId=agent["id"])

@@ -15,6 +15,8 @@ AGENT_USER = "agent"
 AGENT_UID = 1000  # the agent user's uid (and gid) inside every sandbox
 WORKSPACE = "/workspace"
 TOOLBOX = "/opt/agents"
+# The sandbox image's /opt/cocoon (status script, hook files), also served to bwrap sandboxes.
+OPT_COCOON = Path(settings.BASE_DIR) / "images" / "sandbox" / "opt-cocoon"
 TOOLBOX_MANIFEST = ".cocoon-toolbox.json"
 # Output of one exec is capped, so a runaway command cannot exhaust cocoond's memory.
 MAX_EXEC_OUTPUT = 4 * 1024 * 1024

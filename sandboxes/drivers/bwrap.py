@@ -37,6 +37,7 @@ from sandboxes.drivers.base import (
     AGENT_UID,
     AGENT_USER,
     MAX_EXEC_OUTPUT,
+    OPT_COCOON,
     TOOLBOX,
     TOOLBOX_MANIFEST,
     WORKSPACE,
@@ -49,7 +50,6 @@ from sandboxes.drivers.base import (
     TtySession,
 )
 
-OPT_COCOON = Path(settings.BASE_DIR) / "images" / "sandbox" / "opt-cocoon"
 PASSWD = (
     "root:x:0:0:root:/root:/bin/sh\n"
     "agent:x:1000:1000:agent:/home/agent:/bin/bash\n"

@@ -1,0 +1,106 @@
+"""A local stand-in for the Anthropic Messages API (streaming SSE), recording every request.
+
+Real agent CLIs talk to it instead of the internet: it answers every prompt with a short text turn.
+"""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def _sse(event: str, data: dict) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+class AnthropicStandIn:
+    def __init__(self, host: str, reply: str = "Hello from the stand-in.") -> None:
+        self.requests: list[dict] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                owner._json(self, 200, {"data": [], "has_more": False})
+
+            def do_HEAD(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                payload = json.loads(body or b"{}")
+                owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": payload})
+                if "/count_tokens" in self.path:
+                    owner._json(self, 200, {"input_tokens": 10})
+                elif self.path.startswith("/v1/messages"):
+                    owner._message(self, payload, reply)
+                else:
+                    owner._json(
+                        self, 404, {"type": "error", "error": {"type": "not_found_error", "message": "no"}}
+                    )
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    @staticmethod
+    def _json(request: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        request.send_response(status)
+        request.send_header("Content-Type", "application/json")
+        request.send_header("Content-Length", str(len(data)))
+        request.end_headers()
+        request.wfile.write(data)
+
+    def _message(self, request: BaseHTTPRequestHandler, payload: dict, reply: str) -> None:
+        model = payload.get("model", "claude-stand-in")
+        message = {
+            "id": "msg_standin",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1},
+        }
+        if not payload.get("stream"):
+            message |= {"content": [{"type": "text", "text": reply}], "stop_reason": "end_turn"}
+            self._json(request, 200, message)
+            return
+        chunks = [
+            _sse("message_start", {"type": "message_start", "message": message}),
+            _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            ),
+            _sse(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": reply}},
+            ),
+            _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            _sse(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 5},
+                },
+            ),
+            _sse("message_stop", {"type": "message_stop"}),
+        ]
+        body = b"".join(chunks)
+        request.send_response(200)
+        request.send_header("Content-Type", "text/event-stream")
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        request.wfile.write(body)

@@ -1,0 +1,52 @@
+"""The real Claude Code CLI from the toolbox, against a local stand-in for the Anthropic API."""
+
+import pytest
+
+from tests.llm_standin import AnthropicStandIn
+
+
+@pytest.fixture(scope="module")
+def toolbox_cocoond(cocoond, sandbox_image):
+    """The shared cocoond with the toolbox installed (a copy of the cached npm staging folder)."""
+    if not cocoond.call("toolbox.status")["installed"]:
+        with cocoond.ws() as ws:
+            ws.call("events.subscribe", {"types": ["toolbox.install"]})
+            cocoond.call("toolbox.install")
+            status = None
+            while status not in {"done", "failed"}:
+                status = ws.next_event(timeout=900)["event"]["data"]["status"]
+        assert status == "done"
+    return cocoond
+
+
+@pytest.mark.e2e
+def test_claude_code_reports_working_then_done_through_its_hooks(toolbox_cocoond, docker_client):
+    cocoond = toolbox_cocoond
+    gateway = docker_client.networks.get(f"{cocoond.instance}-open").attrs["IPAM"]["Config"][0]["Gateway"]
+    llm = AnthropicStandIn(gateway)
+    cocoond.call("secrets.set", {"name": "ANTHROPIC_API_KEY", "value": "sk-ant-standin-0123456789abcdefghij"})
+    sandbox = cocoond.call("sandbox.create", {"network": "open"})
+    try:
+        agent = cocoond.call(
+            "agent.spawn",
+            {
+                "sandboxId": sandbox["id"],
+                "profile": "claude-code",
+                "prompt": "Say hello.",
+                "env": {"ANTHROPIC_BASE_URL": llm.url},
+            },
+        )
+        done = cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["done"], "timeoutS": 90})
+        assert done["statusSource"] == "hook"
+        assert any(request["path"].startswith("/v1/messages") for request in llm.requests)
+        keys = {
+            request["headers"].get("x-api-key") or request["headers"].get("X-Api-Key")
+            for request in llm.requests
+        }
+        assert "sk-ant-standin-0123456789abcdefghij" in keys
+        screen = cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
+        assert "Hello from the stand-in." in screen
+    finally:
+        cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+        cocoond.call("secrets.delete", {"name": "ANTHROPIC_API_KEY"})
+        llm.close()

@@ -128,7 +128,7 @@ class Cocoond:
         if content is None and params is not None:
             content = json.dumps(params).encode()
         return httpx.post(
-            f"{self.url}/v1/rpc/{method}", content=content, headers=headers, params=query, timeout=30
+            f"{self.url}/v1/rpc/{method}", content=content, headers=headers, params=query, timeout=180
         )
 
     def call(self, method: str, params: Any = None, token: str | None = "admin") -> Any:

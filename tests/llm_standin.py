@@ -13,8 +13,13 @@ def _sse(event: str, data: dict) -> bytes:
 
 
 class AnthropicStandIn:
-    def __init__(self, host: str, reply: str = "Hello from the stand-in.") -> None:
+    """Answers text; but when a prompt asks to "run" something and the request offers the Bash tool, the
+    first answer is a Bash tool call (so the CLI asks for permission), and the answer after the tool
+    result is text again."""
+
+    def __init__(self, host: str, reply: str = "Hello from the stand-in.", command: str = "true") -> None:
         self.requests: list[dict] = []
+        self.command = command
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,8 +66,22 @@ class AnthropicStandIn:
         request.end_headers()
         request.wfile.write(data)
 
+    def _wants_tool(self, payload: dict) -> bool:
+        tools = {tool.get("name") for tool in payload.get("tools") or []}
+        messages = payload.get("messages") or []
+        last = messages[-1] if messages else {}
+        content = last.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+        if any(block.get("type") == "tool_result" for block in blocks):
+            return False
+        text = " ".join(block.get("text", "") for block in blocks if block.get("type") == "text")
+        return "Bash" in tools and "run" in text.lower()
+
     def _message(self, request: BaseHTTPRequestHandler, payload: dict, reply: str) -> None:
         model = payload.get("model", "claude-stand-in")
+        if payload.get("stream") and self._wants_tool(payload):
+            self._tool_call(request, model)
+            return
         message = {
             "id": "msg_standin",
             "type": "message",
@@ -98,6 +117,53 @@ class AnthropicStandIn:
             ),
             _sse("message_stop", {"type": "message_stop"}),
         ]
+        self._stream(request, chunks)
+
+    def _tool_call(self, request: BaseHTTPRequestHandler, model: str) -> None:
+        message = {
+            "id": "msg_standin_tool",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1},
+        }
+        arguments = json.dumps({"command": self.command, "description": "Run the requested command"})
+        chunks = [
+            _sse("message_start", {"type": "message_start", "message": message}),
+            _sse(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "tool_use", "id": "toolu_standin", "name": "Bash", "input": {}},
+                },
+            ),
+            _sse(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": arguments},
+                },
+            ),
+            _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            _sse(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                    "usage": {"output_tokens": 5},
+                },
+            ),
+            _sse("message_stop", {"type": "message_stop"}),
+        ]
+        self._stream(request, chunks)
+
+    @staticmethod
+    def _stream(request: BaseHTTPRequestHandler, chunks: list[bytes]) -> None:
         body = b"".join(chunks)
         request.send_response(200)
         request.send_header("Content-Type", "text/event-stream")

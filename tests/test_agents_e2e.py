@@ -50,3 +50,42 @@ def test_claude_code_reports_working_then_done_through_its_hooks(toolbox_cocoond
         cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
         cocoond.call("secrets.delete", {"name": "ANTHROPIC_API_KEY"})
         llm.close()
+
+
+@pytest.mark.e2e
+def test_claude_code_asks_permission_is_blocked_and_goes_on_when_approved(toolbox_cocoond, docker_client):
+    cocoond = toolbox_cocoond
+    gateway = docker_client.networks.get(f"{cocoond.instance}-open").attrs["IPAM"]["Config"][0]["Gateway"]
+    llm = AnthropicStandIn(gateway, reply="The command ran.", command="echo approved > /workspace/ran.txt")
+    cocoond.call("secrets.set", {"name": "ANTHROPIC_API_KEY", "value": "sk-ant-standin-0123456789abcdefghij"})
+    sandbox = cocoond.call("sandbox.create", {"network": "open"})
+    try:
+        agent = cocoond.call(
+            "agent.spawn",
+            {
+                "sandboxId": sandbox["id"],
+                "profile": "claude-code",
+                "prompt": "Please run the command.",
+                "env": {"ANTHROPIC_BASE_URL": llm.url},
+            },
+        )
+        response = cocoond.post("agent.wait", {"agentId": agent["id"], "until": ["blocked"], "timeoutS": 60})
+        screen = cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
+        assert response.status_code == 200, (response.text, screen, [r["path"] for r in llm.requests])
+        blocked = response.json()["result"]
+        assert blocked["statusSource"] == "hook"
+        exists = cocoond.call(
+            "sandbox.exec", {"sandboxId": sandbox["id"], "command": ["test", "-e", "ran.txt"]}
+        )
+        assert exists["exitCode"] == 1  # nothing ran before the approval
+        cocoond.call(
+            "agent.send_keys", {"agentId": agent["id"], "keys": ["Enter"]}
+        )  # "1. Yes" is preselected
+        done = cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["done"], "timeoutS": 90})
+        assert done["statusSource"] == "hook"
+        ran = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["cat", "ran.txt"]})
+        assert ran["stdout"] == "approved\n"
+    finally:
+        cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+        cocoond.call("secrets.delete", {"name": "ANTHROPIC_API_KEY"})
+        llm.close()

@@ -233,9 +233,17 @@ def _hook_files(profile: AgentProfile, variables: dict[str, str]) -> bytes:
         files[".claude.json"] = json.dumps(state)
     elif profile.name == "codex":
         # cocoon's sandbox is the sandbox: Codex's own bwrap cannot run inside a container.
-        files[".codex/config.toml"] = (OPT_COCOON / "hooks" / "codex.toml").read_text() + (
-            'sandbox_mode = "danger-full-access"\napproval_policy = "on-request"\n'
-        )
+        config = (OPT_COCOON / "hooks" / "codex.toml").read_text()
+        config += 'sandbox_mode = "danger-full-access"\napproval_policy = "on-request"\n'
+        if base_url := variables.get("OPENAI_BASE_URL"):
+            # Codex reads endpoints from its config, not from OPENAI_BASE_URL.
+            config += (
+                'model_provider = "cocoon"\n\n[model_providers.cocoon]\nname = "cocoon"\n'
+                f"base_url = {json.dumps(base_url)}\n"
+                'env_key = "OPENAI_API_KEY"\nwire_api = "responses"\n'
+            )
+        config += '\n[projects."/workspace"]\ntrust_level = "trusted"\n'
+        files[".codex/config.toml"] = config
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for directory in sorted({posixpath.dirname(name) for name in files} - {""}):

@@ -170,3 +170,84 @@ class AnthropicStandIn:
         request.send_header("Content-Length", str(len(body)))
         request.end_headers()
         request.wfile.write(body)
+
+
+class OpenAIStandIn:
+    """A local stand-in for the OpenAI Responses API (streaming SSE), recording every request."""
+
+    def __init__(self, host: str, reply: str = "Hello from the OpenAI stand-in.") -> None:
+        self.requests: list[dict] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                AnthropicStandIn._json(
+                    self, 200, {"object": "list", "data": [{"id": "gpt-standin", "object": "model"}]}
+                )
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                payload = json.loads(body or b"{}")
+                owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": payload})
+                item = {
+                    "type": "message",
+                    "role": "assistant",
+                    "id": "msg_standin",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": reply, "annotations": []}],
+                }
+                response = {
+                    "id": "resp_standin",
+                    "object": "response",
+                    "status": "completed",
+                    "model": payload.get("model", ""),
+                }
+                chunks = [
+                    _sse(
+                        "response.created",
+                        {"type": "response.created", "response": response | {"status": "in_progress"}},
+                    ),
+                    _sse(
+                        "response.output_item.added",
+                        {"type": "response.output_item.added", "output_index": 0, "item": item},
+                    ),
+                    _sse(
+                        "response.output_text.delta",
+                        {
+                            "type": "response.output_text.delta",
+                            "item_id": "msg_standin",
+                            "output_index": 0,
+                            "content_index": 0,
+                            "delta": reply,
+                        },
+                    ),
+                    _sse(
+                        "response.output_item.done",
+                        {"type": "response.output_item.done", "output_index": 0, "item": item},
+                    ),
+                    _sse(
+                        "response.completed",
+                        {
+                            "type": "response.completed",
+                            "response": response
+                            | {
+                                "output": [item],
+                                "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
+                            },
+                        },
+                    ),
+                ]
+                AnthropicStandIn._stream(self, chunks)
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.server.server_port}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.llm_standin import AnthropicStandIn
+from tests.llm_standin import AnthropicStandIn, OpenAIStandIn
 
 
 @pytest.fixture(scope="module")
@@ -88,4 +88,33 @@ def test_claude_code_asks_permission_is_blocked_and_goes_on_when_approved(toolbo
     finally:
         cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
         cocoond.call("secrets.delete", {"name": "ANTHROPIC_API_KEY"})
+        llm.close()
+
+
+@pytest.mark.e2e
+def test_codex_reports_done_through_notify(toolbox_cocoond, docker_client):
+    cocoond = toolbox_cocoond
+    gateway = docker_client.networks.get(f"{cocoond.instance}-open").attrs["IPAM"]["Config"][0]["Gateway"]
+    llm = OpenAIStandIn(gateway)
+    cocoond.call("secrets.set", {"name": "OPENAI_API_KEY", "value": "sk-openai-standin-0123456789"})
+    sandbox = cocoond.call("sandbox.create", {"network": "open"})
+    try:
+        agent = cocoond.call(
+            "agent.spawn",
+            {
+                "sandboxId": sandbox["id"],
+                "profile": "codex",
+                "prompt": "Say hello.",
+                "env": {"OPENAI_BASE_URL": llm.url},
+            },
+        )
+        response = cocoond.post("agent.wait", {"agentId": agent["id"], "until": ["done"], "timeoutS": 60})
+        screen = cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
+        assert response.status_code == 200, (response.text, screen, [r["path"] for r in llm.requests])
+        assert response.json()["result"]["statusSource"] == "hook"
+        assert any(request["path"].endswith("/responses") for request in llm.requests)
+        assert "Hello from the OpenAI stand-in." in screen
+    finally:
+        cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+        cocoond.call("secrets.delete", {"name": "OPENAI_API_KEY"})
         llm.close()

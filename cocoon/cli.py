@@ -11,6 +11,7 @@ Output is JSON when stdout is not a terminal (or with --json). Exit codes follow
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -107,6 +108,26 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("sandbox_id")
     diff.add_argument("paths", nargs="*")
 
+    agent = commands.add_parser("agent", help="agents").add_subparsers(dest="action", required=True)
+    spawn = agent.add_parser("spawn")
+    spawn.add_argument("sandbox_id")
+    spawn.add_argument("profile")
+    spawn.add_argument("--prompt")
+    listing = agent.add_parser("list")
+    listing.add_argument("--sandbox")
+    for action in ("get", "kill", "read", "attach"):
+        agent.add_parser(action).add_argument("agent_id")
+    send = agent.add_parser("send", help="type text and Enter")
+    send.add_argument("agent_id")
+    send.add_argument("text")
+    keys = agent.add_parser("keys", help="press named keys: Enter Escape C-c ...")
+    keys.add_argument("agent_id")
+    keys.add_argument("keys", nargs="+")
+    waiting = agent.add_parser("wait")
+    waiting.add_argument("agent_id")
+    waiting.add_argument("until", nargs="+")
+    waiting.add_argument("--timeout", type=float, default=300)
+
     files = commands.add_parser("files", help="files in a sandbox").add_subparsers(
         dest="action", required=True
     )
@@ -159,6 +180,27 @@ def _run(args: argparse.Namespace, client: Client) -> tuple[Any, int]:
             "rm": client.sandbox_delete,
         }
         return method[args.action](sandbox_id=args.sandbox_id), 0
+    if args.command == "agent":
+        if args.action == "spawn":
+            return client.agent_spawn(sandbox_id=args.sandbox_id, profile=args.profile, prompt=args.prompt), 0
+        if args.action == "list":
+            return client.agent_list(sandbox_id=args.sandbox), 0
+        if args.action == "read":
+            screen = client.agent_read(agent_id=args.agent_id)
+            if not args.json and sys.stdout.isatty():
+                sys.stdout.write(screen["screen"])
+                return None, 0
+            return screen, 0
+        if args.action == "send":
+            return client.agent_send_input(agent_id=args.agent_id, text=args.text), 0
+        if args.action == "keys":
+            return client.agent_send_keys(agent_id=args.agent_id, keys=args.keys), 0
+        if args.action == "wait":
+            return client.agent_wait(agent_id=args.agent_id, until=args.until, timeout_s=args.timeout), 0
+        if args.action == "attach":
+            return None, attach(client, args.agent_id)
+        method = {"get": client.agent_get, "kill": client.agent_kill}
+        return method[args.action](agent_id=args.agent_id), 0
     if args.command == "files":
         where = {"sandbox_id": args.sandbox_id, "path": args.path}
         if args.action == "ls":
@@ -176,6 +218,59 @@ def _run(args: argparse.Namespace, client: Client) -> tuple[Any, int]:
             return client.files_mkdir(**where), 0
         return client.files_delete(**where, recursive=True), 0
     raise AssertionError(args.command)
+
+
+DETACH = b"\x1d"  # Ctrl-]
+
+
+def attach(client: Client, agent_id: str) -> int:
+    """A real terminal onto the agent: raw mode, resize on SIGWINCH, Ctrl-] detaches."""
+    import select
+    import shutil
+    import signal
+    import termios
+    import threading
+    import tty
+
+    from websockets.sync.client import connect
+
+    cols, rows = shutil.get_terminal_size()
+    url = client.url.replace("http", "ws", 1) + f"/v1/agents/{agent_id}/attach?cols={cols}&rows={rows}"
+    with connect(url, additional_headers={"Authorization": f"Bearer {client.token}"}) as ws:
+        ended = threading.Event()
+
+        def pump() -> None:
+            # Runs until the connection ends, however it ends.
+            with contextlib.suppress(Exception):
+                for frame in ws:
+                    sys.stdout.buffer.write(frame if isinstance(frame, bytes) else frame.encode())
+                    sys.stdout.buffer.flush()
+            ended.set()
+
+        def resize(*_args: Any) -> None:
+            width, height = shutil.get_terminal_size()
+            ws.send(json.dumps({"type": "resize", "cols": width, "rows": height}))
+
+        stdin = sys.stdin.fileno()
+        saved = termios.tcgetattr(stdin) if os.isatty(stdin) else None
+        signal.signal(signal.SIGWINCH, resize)
+        try:
+            if saved is not None:
+                tty.setraw(stdin)
+            threading.Thread(target=pump, daemon=True).start()
+            while not ended.is_set():
+                if not select.select([stdin], [], [], 0.2)[0]:
+                    continue
+                data = os.read(stdin, 4096)
+                head, detach, _rest = data.partition(DETACH)
+                if head:
+                    ws.send(head)
+                if detach or not data:
+                    break
+        finally:
+            if saved is not None:
+                termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

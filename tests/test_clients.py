@@ -111,3 +111,46 @@ def test_cli_streams_events(cocoond, tmp_path):
         stream.terminate()
         stream.wait(timeout=10)
         cocoond.call("settings.reset", {"keys": ["general.activityRetentionDays"]})
+
+
+def test_the_cli_spawns_reads_and_attaches_to_an_agent(cocoond, sandbox_image, tmp_path):
+    import pty
+    import select
+
+    cli(cocoond, tmp_path, "login", "--url", cocoond.url, "--token", cocoond.token)
+    sandbox = json.loads(cli(cocoond, tmp_path, "sandbox", "create", "--network", "none").stdout)["id"]
+    try:
+        agent = json.loads(cli(cocoond, tmp_path, "agent", "spawn", sandbox, "shell").stdout)["id"]
+        assert (
+            json.loads(cli(cocoond, tmp_path, "agent", "wait", agent, "idle", "--timeout", "30").stdout)[
+                "status"
+            ]
+            == "idle"
+        )
+        assert cli(cocoond, tmp_path, "agent", "send", agent, "echo via-cli-$((2+3))").returncode == 0
+        time.sleep(0.5)
+        assert "via-cli-5" in json.loads(cli(cocoond, tmp_path, "agent", "read", agent).stdout)["screen"]
+
+        # `cocoon agent attach` in a real pseudo-terminal: type, read back, detach with Ctrl-].
+        pid, master = pty.fork()
+        if pid == 0:
+            os.environ["XDG_CONFIG_HOME"] = str(tmp_path)
+            os.execv(CLI, [CLI, "agent", "attach", agent])
+
+        def read_until(needle: bytes, seen: bytes = b"") -> bytes:
+            deadline = time.monotonic() + 15
+            while needle not in seen and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.5)[0]:
+                    seen += os.read(master, 65536)
+            return seen
+
+        assert b"\x1b[?1049h" in read_until(b"\x1b[?1049h")  # tmux has taken over the terminal
+        os.write(master, b"echo attached-$((1+2))\r")
+        assert b"attached-3" in read_until(b"attached-3")
+        os.write(master, b"\x1d")
+        _pid, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        os.close(master)
+        assert json.loads(cli(cocoond, tmp_path, "agent", "get", agent).stdout)["status"] != "exited"
+    finally:
+        cli(cocoond, tmp_path, "sandbox", "rm", sandbox)

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.choices import AgentStatus, PromptMode, StatusSource
-from agents.models import Agent, AgentProfile
+from agents.models import Agent, AgentProfile, new_agent_id
 from cocoon import activity, events, vault
 from cocoon.actors import Actor
 from cocoon.errors import ErrorCode, RpcError
@@ -150,7 +150,9 @@ def spawn_agent(
     sandbox = get_sandbox(sandbox_id)
     _running(sandbox)
     profile = get_profile(profile_name)
-    agent = Agent.objects.create(sandbox=sandbox, profile=profile.name, status=AgentStatus.WORKING)
+    # The row is written once the session exists: the poller must never see an agent whose tmux
+    # session is not there yet (it would take it for exited).
+    agent = Agent(id=new_agent_id(), sandbox=sandbox, profile=profile.name, status=AgentStatus.WORKING)
     variables = {**profile.env, **(env or {}), "COCOON_AGENT_ID": agent.id}
     for name in profile.secrets:
         if (value := vault.read_secret(name)) is not None:
@@ -199,11 +201,9 @@ def spawn_agent(
         get_driver().exec(
             sandbox.id, ["sh", "-c", 'rm -f "$HOME/.cocoon/env/$1"', "rm", agent.id], timeout=30
         )
-        agent.delete()
         raise
-    if prompt and profile.prompt_mode == PromptMode.TYPED:
-        send_input(agent.id, prompt, actor=actor)
     with transaction.atomic():
+        agent.save(force_insert=True)
         activity.record(
             "agent.spawned",
             {"agent": agent.id, "profile": profile.name, "name": sandbox.name},
@@ -212,6 +212,8 @@ def spawn_agent(
             agent_id=agent.id,
         )
         _publish(agent)
+    if prompt and profile.prompt_mode == PromptMode.TYPED:
+        send_input(agent.id, prompt, actor=actor)
     return agent
 
 

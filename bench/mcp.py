@@ -7,9 +7,7 @@ next to `POST /v1/rpc/system.methods` and `POST /v1/rpc/sandbox.list`, in the sa
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import free_port, server_env, wait_until  # noqa: E402
+from bench.harness import cocoond  # noqa: E402
 
 
 def summary(samples: list[float]) -> tuple[float, float]:
@@ -66,34 +64,8 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=200)
     args = parser.parse_args()
-    port = free_port()
-    data = Path(tempfile.mkdtemp(prefix="cocoon-bench-")) / "data"
-    env = server_env(
-        COCOON_DATA=str(data),
-        COCOON_BIND=f"127.0.0.1:{port}",
-        COCOON_LOG_LEVEL="WARNING",
-        COCOON_AUTO_INSTALL="0",
-    )
-    cocoond = subprocess.Popen(
-        [sys.executable, "manage.py", "cocoond", "--no-access-log"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_until(healthy, timeout=60)
-        results = asyncio.run(measure(url, (data / "admin-token.txt").read_text().strip(), args.runs))
-    finally:
-        cocoond.terminate()
-        cocoond.wait(timeout=30)
+    with cocoond() as server:
+        results = asyncio.run(measure(server.url, server.token, args.runs))
     print(f"{args.runs} sequential calls each, one client, same run\n")
     print(f"{'':<26} {'median ms':>10} {'p95 ms':>8}")
     for name, samples in results.items():

@@ -14,7 +14,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -25,15 +24,28 @@ from websockets.asyncio.client import connect
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import free_port, server_env, wait_until  # noqa: E402
+from bench.harness import cocoond  # noqa: E402
+from tests.conftest import free_port, wait_until  # noqa: E402
 
 
-def start(command: list[str], env: dict[str, str], port: int) -> subprocess.Popen:
+def start_bare(port: int) -> subprocess.Popen:
+    """The baseline: a bare Django view on Daphne."""
+    command = [
+        sys.executable,
+        "-m",
+        "daphne",
+        "-b",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "bench.bare_django:application",
+    ]
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def ready() -> bool:
         try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code in {200, 404}
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 404
         except httpx.HTTPError:
             return False
 
@@ -92,43 +104,25 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=3000)
     args = parser.parse_args()
 
-    data = Path(tempfile.mkdtemp(prefix="cocoon-bench-")) / "data"
-    cocoon_port, bare_port = free_port(), free_port()
-    cocoond = start(
-        [sys.executable, "manage.py", "cocoond", "--no-access-log"],
-        server_env(COCOON_DATA=str(data), COCOON_BIND=f"127.0.0.1:{cocoon_port}", COCOON_LOG_LEVEL="WARNING"),
-        cocoon_port,
-    )
-    bare = start(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(bare_port),
-            "bench.bare_django:application",
-        ],
-        os.environ | {"PYTHONPATH": str(ROOT)},
-        bare_port,
-    )
+    bare_port = free_port()
+    bare = start_bare(bare_port)
     try:
-        token = (data / "admin-token.txt").read_text().strip()
-        rpc = f"http://127.0.0.1:{cocoon_port}/v1/rpc/system.info"
-        targets = {
-            "bare Django view (HTTP)": http_client(f"http://127.0.0.1:{bare_port}/v1/rpc/system.info", None),
-            "cocoon system.info (HTTP)": http_client(rpc, token),
-            "cocoon system.info (WS)": ws_client(f"ws://127.0.0.1:{cocoon_port}/v1/ws", token),
-        }
-        results = {}
-        for name, client in targets.items():
-            asyncio.run(drive(min(args.clients, 10), 200, client))  # warm-up
-            results[name] = asyncio.run(drive(args.clients, args.requests, client))
+        with cocoond() as server:
+            rpc = f"{server.url}/v1/rpc/system.info"
+            targets = {
+                "bare Django view (HTTP)": http_client(
+                    f"http://127.0.0.1:{bare_port}/v1/rpc/system.info", None
+                ),
+                "cocoon system.info (HTTP)": http_client(rpc, server.token),
+                "cocoon system.info (WS)": ws_client(f"ws://127.0.0.1:{server.port}/v1/ws", server.token),
+            }
+            results = {}
+            for name, client in targets.items():
+                asyncio.run(drive(min(args.clients, 10), 200, client))  # warm-up
+                results[name] = asyncio.run(drive(args.clients, args.requests, client))
     finally:
-        for proc in (cocoond, bare):
-            proc.terminate()
-            proc.wait(timeout=30)
+        bare.terminate()
+        bare.wait(timeout=30)
 
     baseline = results["bare Django view (HTTP)"]
     print(

@@ -9,36 +9,24 @@ removed at the end.
 """
 
 import argparse
-import secrets
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import docker
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import free_port, server_env, wait_until  # noqa: E402
-
-IMAGE = "cocoon-sandbox:latest"
+from bench.harness import IMAGE, cocoond, rss_mb, sandbox_image  # noqa: E402
 
 
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def main() -> None:
@@ -49,42 +37,17 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=50)
     args = parser.parse_args()
 
-    client = docker.from_env()
-    subprocess.run([str(ROOT / "scripts/seed-base-image")], check=True)
-    client.images.build(path=str(ROOT / "images/sandbox"), tag=IMAGE, target="base", rm=True)
+    client = sandbox_image()
+    with cocoond() as server:
+        api = httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {server.token}"}, timeout=300
+        )
 
-    port, instance = free_port(), f"cocoonbench{secrets.token_hex(3)}"
-    data = Path(tempfile.mkdtemp(prefix="cocoon-bench-")) / "data"
-    env = server_env(
-        COCOON_DATA=str(data),
-        COCOON_BIND=f"127.0.0.1:{port}",
-        COCOON_INSTANCE=instance,
-        COCOON_LOG_LEVEL="WARNING",
-    )
-    cocoond = subprocess.Popen(
-        [sys.executable, "manage.py", "cocoond", "--no-access-log"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+        def create() -> str:
+            response = api.post("/v1/rpc/sandbox.create", json={"network": "none"})
+            assert response.status_code == 200, response.text
+            return response.json()["result"]["id"]
 
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(healthy, timeout=60)
-    token = (data / "admin-token.txt").read_text().strip()
-    api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=300)
-
-    def create() -> str:
-        response = api.post("/v1/rpc/sandbox.create", json={"network": "none"})
-        assert response.status_code == 200, response.text
-        return response.json()["result"]["id"]
-
-    try:
         plain, plain_ids = [], []
         for _ in range(args.runs):
             started = time.perf_counter()
@@ -108,30 +71,19 @@ def main() -> None:
         for sandbox_id in cocoon_ids:
             api.post("/v1/rpc/sandbox.delete", json={"sandboxId": sandbox_id})
 
-        rss_before = rss_mb(cocoond.pid)
+        rss_before = rss_mb(server.proc.pid)
         started = time.perf_counter()
         with ThreadPoolExecutor(args.parallel) as pool:
             ids = list(pool.map(lambda _: create(), range(args.parallel)))
         parallel_s = time.perf_counter() - started
-        rss_after = rss_mb(cocoond.pid)
+        rss_after = rss_mb(server.proc.pid)
         usages = [
-            client.containers.get(f"{instance}-{sandbox_id}").stats(stream=False)["memory_stats"]["usage"]
+            client.containers.get(f"{server.instance}-{sandbox_id}").stats(stream=False)["memory_stats"][
+                "usage"
+            ]
             / 2**20
             for sandbox_id in ids
         ]
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda sid: api.post("/v1/rpc/sandbox.delete", json={"sandboxId": sid}), ids))
-    finally:
-        cocoond.terminate()
-        cocoond.wait(timeout=30)
-        for container in client.containers.list(
-            all=True, filters={"label": f"io.cocoon.instance={instance}"}
-        ):
-            container.remove(force=True, v=True)
-        for volume in client.volumes.list(filters={"label": f"io.cocoon.instance={instance}"}):
-            volume.remove(force=True)
-        for network in client.networks.list(filters={"label": f"io.cocoon.instance={instance}"}):
-            network.remove()
 
     plain_median, cocoon_median = statistics.median(plain), statistics.median(cocoon)
     print(f"sequential creates, {args.runs} each, image {IMAGE}, network none\n")

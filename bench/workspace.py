@@ -9,22 +9,18 @@
 """
 
 import argparse
-import secrets
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import docker
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.sandboxes import IMAGE, rss_mb  # noqa: E402
-from tests.conftest import free_port, server_env, wait_until  # noqa: E402
+from bench.harness import cocoond, rss_mb, sandbox_image  # noqa: E402
 
 
 def main() -> None:
@@ -35,43 +31,19 @@ def main() -> None:
     parser.add_argument("--archive-mb", type=int, default=500)
     args = parser.parse_args()
 
-    client = docker.from_env()
-    subprocess.run([str(ROOT / "scripts/seed-base-image")], check=True)
-    client.images.build(path=str(ROOT / "images/sandbox"), tag=IMAGE, target="base", rm=True)
-    port, instance = free_port(), f"cocoonbench{secrets.token_hex(3)}"
-    data = Path(tempfile.mkdtemp(prefix="cocoon-bench-")) / "data"
-    env = server_env(
-        COCOON_DATA=str(data),
-        COCOON_BIND=f"127.0.0.1:{port}",
-        COCOON_INSTANCE=instance,
-        COCOON_LOG_LEVEL="WARNING",
-    )
-    cocoond = subprocess.Popen(
-        [sys.executable, "manage.py", "cocoond", "--no-access-log"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    sandbox_image()
+    with cocoond() as server:
+        api = httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {server.token}"}, timeout=600
+        )
 
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
+        def call(method: str, **params: object) -> dict:
+            response = api.post(f"/v1/rpc/{method}", json=params)
+            assert response.status_code == 200, response.text
+            return response.json()["result"]
 
-    wait_until(healthy, timeout=60)
-    token = (data / "admin-token.txt").read_text().strip()
-    api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=600)
-
-    def call(method: str, **params: object) -> dict:
-        response = api.post(f"/v1/rpc/{method}", json=params)
-        assert response.status_code == 200, response.text
-        return response.json()["result"]
-
-    try:
         sandbox = call("sandbox.create", network="none", limits={"memoryMb": 4096})["id"]
-        container = f"{instance}-{sandbox}"
+        container = f"{server.instance}-{sandbox}"
 
         def sh(script: str) -> None:
             result = call("sandbox.exec", sandboxId=sandbox, command=["bash", "-c", script], timeoutS=600)
@@ -109,28 +81,18 @@ def main() -> None:
             plain.append(time.perf_counter() - started)
 
         sh(f"head -c {args.archive_mb}M /dev/urandom > big.bin")
-        rss_before = rss_mb(cocoond.pid)
+        rss_before = rss_mb(server.proc.pid)
         started, size = time.perf_counter(), 0
         with api.stream("GET", f"/v1/sandboxes/{sandbox}/archive", params={"path": "/workspace"}) as response:
             for chunk in response.iter_bytes():
                 size += len(chunk)
         archive_s = time.perf_counter() - started
-        rss_after = rss_mb(cocoond.pid)
+        rss_after = rss_mb(server.proc.pid)
         started = time.perf_counter()
         copied = subprocess.run(
             ["docker", "cp", f"{container}:/workspace", "-"], check=True, capture_output=True
         )
         cp_s = time.perf_counter() - started
-        call("sandbox.delete", sandboxId=sandbox)
-    finally:
-        cocoond.terminate()
-        cocoond.wait(timeout=30)
-        for obj in client.containers.list(all=True, filters={"label": f"io.cocoon.instance={instance}"}):
-            obj.remove(force=True, v=True)
-        for volume in client.volumes.list(filters={"label": f"io.cocoon.instance={instance}"}):
-            volume.remove(force=True)
-        for network in client.networks.list(filters={"label": f"io.cocoon.instance={instance}"}):
-            network.remove()
 
     print(f"diff of a 10,000-file workspace with 100 changed files, {args.runs} runs each\n")
     print(f"{'':<44} {'median s':>9}")

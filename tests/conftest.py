@@ -48,6 +48,7 @@ class Cocoond:
 
     data: Path
     env: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)  # extra cocoond options, e.g. --no-access-log
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
 
@@ -65,7 +66,10 @@ class Cocoond:
 
     @property
     def instance(self) -> str:
-        return f"{os.environ['COCOON_INSTANCE']}x{self.port}"
+        return (
+            self.env.get("COCOON_INSTANCE")
+            or f"{os.environ.get('COCOON_INSTANCE', 'cocoontest')}x{self.port}"
+        )
 
     @property
     def token(self) -> str:
@@ -81,7 +85,7 @@ class Cocoond:
         env.update(self.env)
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "manage.py", "cocoond"],
+                [sys.executable, "manage.py", "cocoond", *self.args],
                 cwd=ROOT,
                 env=env,
                 stdout=log,

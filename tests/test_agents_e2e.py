@@ -1,4 +1,4 @@
-"""The real Claude Code CLI from the toolbox, against a local stand-in for the Anthropic API."""
+"""The real Claude Code and Codex CLIs from the toolbox, against local stand-ins for their LLM APIs."""
 
 import pytest
 
@@ -19,102 +19,81 @@ def toolbox_cocoond(cocoond, sandbox_image):
     return cocoond
 
 
-@pytest.mark.e2e
-def test_claude_code_reports_working_then_done_through_its_hooks(toolbox_cocoond, docker_client):
+@pytest.fixture
+def stage(toolbox_cocoond, docker_client):
+    """An open sandbox, a stand-in LLM on its network's gateway and the API key secret; all removed after."""
     cocoond = toolbox_cocoond
     gateway = docker_client.networks.get(f"{cocoond.instance}-open").attrs["IPAM"]["Config"][0]["Gateway"]
-    llm = AnthropicStandIn(gateway)
-    cocoond.call("secrets.set", {"name": "ANTHROPIC_API_KEY", "value": "sk-ant-standin-0123456789abcdefghij"})
-    sandbox = cocoond.call("sandbox.create", {"network": "open"})
-    try:
-        agent = cocoond.call(
-            "agent.spawn",
-            {
-                "sandboxId": sandbox["id"],
-                "profile": "claude-code",
-                "prompt": "Say hello.",
-                "env": {"ANTHROPIC_BASE_URL": llm.url},
-            },
-        )
-        done = cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["done"], "timeoutS": 90})
-        assert done["statusSource"] == "hook"
-        assert any(request["path"].startswith("/v1/messages") for request in llm.requests)
-        keys = {
-            request["headers"].get("x-api-key") or request["headers"].get("X-Api-Key")
-            for request in llm.requests
-        }
-        assert "sk-ant-standin-0123456789abcdefghij" in keys
-        screen = cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
-        assert "Hello from the stand-in." in screen
-    finally:
-        cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
-        cocoond.call("secrets.delete", {"name": "ANTHROPIC_API_KEY"})
-        llm.close()
+    made = []
 
-
-@pytest.mark.e2e
-def test_claude_code_asks_permission_is_blocked_and_goes_on_when_approved(toolbox_cocoond, docker_client):
-    cocoond = toolbox_cocoond
-    gateway = docker_client.networks.get(f"{cocoond.instance}-open").attrs["IPAM"]["Config"][0]["Gateway"]
-    llm = AnthropicStandIn(gateway, reply="The command ran.", command="echo approved > /workspace/ran.txt")
-    cocoond.call("secrets.set", {"name": "ANTHROPIC_API_KEY", "value": "sk-ant-standin-0123456789abcdefghij"})
-    sandbox = cocoond.call("sandbox.create", {"network": "open"})
-    try:
-        agent = cocoond.call(
-            "agent.spawn",
-            {
-                "sandboxId": sandbox["id"],
-                "profile": "claude-code",
-                "prompt": "Please run the command.",
-                "env": {"ANTHROPIC_BASE_URL": llm.url},
-            },
-        )
-        response = cocoond.post("agent.wait", {"agentId": agent["id"], "until": ["blocked"], "timeoutS": 60})
-        screen = cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
-        assert response.status_code == 200, (response.text, screen, [r["path"] for r in llm.requests])
-        blocked = response.json()["result"]
-        assert blocked["statusSource"] == "hook"
-        exists = cocoond.call(
-            "sandbox.exec", {"sandboxId": sandbox["id"], "command": ["test", "-e", "ran.txt"]}
-        )
-        assert exists["exitCode"] == 1  # nothing ran before the approval
+    def make(standin, secret, **options):
+        llm = standin(gateway, **options)
         cocoond.call(
-            "agent.send_keys", {"agentId": agent["id"], "keys": ["Enter"]}
-        )  # "1. Yes" is preselected
-        done = cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["done"], "timeoutS": 90})
-        assert done["statusSource"] == "hook"
-        ran = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["cat", "ran.txt"]})
-        assert ran["stdout"] == "approved\n"
-    finally:
+            "secrets.set", {"name": secret, "value": f"{secret.lower()}-standin-0123456789abcdefghij"}
+        )
+        sandbox = cocoond.call("sandbox.create", {"network": "open"})
+        made.append((llm, secret, sandbox))
+        return llm, sandbox
+
+    yield make
+    for llm, secret, sandbox in made:
         cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
-        cocoond.call("secrets.delete", {"name": "ANTHROPIC_API_KEY"})
+        cocoond.call("secrets.delete", {"name": secret})
         llm.close()
+
+
+def spawn(cocoond, sandbox, profile, prompt, **env):
+    return cocoond.call(
+        "agent.spawn", {"sandboxId": sandbox["id"], "profile": profile, "prompt": prompt, "env": env}
+    )
+
+
+def wait(cocoond, agent, status, llm):
+    response = cocoond.post("agent.wait", {"agentId": agent["id"], "until": [status], "timeoutS": 90})
+    screen = cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
+    assert response.status_code == 200, (response.text, screen, [request["path"] for request in llm.requests])
+    return response.json()["result"], screen
 
 
 @pytest.mark.e2e
-def test_codex_reports_done_through_notify(toolbox_cocoond, docker_client):
+def test_claude_code_reports_working_then_done_through_its_hooks(toolbox_cocoond, stage):
+    llm, sandbox = stage(AnthropicStandIn, "ANTHROPIC_API_KEY")
+    agent = spawn(toolbox_cocoond, sandbox, "claude-code", "Say hello.", ANTHROPIC_BASE_URL=llm.url)
+    done, screen = wait(toolbox_cocoond, agent, "done", llm)
+    assert done["statusSource"] == "hook"
+    assert "Hello from the stand-in." in screen
+    keys = {
+        request["headers"].get("x-api-key") or request["headers"].get("X-Api-Key") for request in llm.requests
+    }
+    assert "anthropic_api_key-standin-0123456789abcdefghij" in keys
+
+
+@pytest.mark.e2e
+def test_claude_code_asks_permission_is_blocked_and_goes_on_when_approved(toolbox_cocoond, stage):
     cocoond = toolbox_cocoond
-    gateway = docker_client.networks.get(f"{cocoond.instance}-open").attrs["IPAM"]["Config"][0]["Gateway"]
-    llm = OpenAIStandIn(gateway)
-    cocoond.call("secrets.set", {"name": "OPENAI_API_KEY", "value": "sk-openai-standin-0123456789"})
-    sandbox = cocoond.call("sandbox.create", {"network": "open"})
-    try:
-        agent = cocoond.call(
-            "agent.spawn",
-            {
-                "sandboxId": sandbox["id"],
-                "profile": "codex",
-                "prompt": "Say hello.",
-                "env": {"OPENAI_BASE_URL": llm.url},
-            },
-        )
-        response = cocoond.post("agent.wait", {"agentId": agent["id"], "until": ["done"], "timeoutS": 60})
-        screen = cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
-        assert response.status_code == 200, (response.text, screen, [r["path"] for r in llm.requests])
-        assert response.json()["result"]["statusSource"] == "hook"
-        assert any(request["path"].endswith("/responses") for request in llm.requests)
-        assert "Hello from the OpenAI stand-in." in screen
-    finally:
-        cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
-        cocoond.call("secrets.delete", {"name": "OPENAI_API_KEY"})
-        llm.close()
+    llm, sandbox = stage(
+        AnthropicStandIn,
+        "ANTHROPIC_API_KEY",
+        reply="The command ran.",
+        command="echo approved > /workspace/ran.txt",
+    )
+    agent = spawn(cocoond, sandbox, "claude-code", "Please run the command.", ANTHROPIC_BASE_URL=llm.url)
+    blocked, _screen = wait(cocoond, agent, "blocked", llm)
+    assert blocked["statusSource"] == "hook"
+    exists = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["test", "-e", "ran.txt"]})
+    assert exists["exitCode"] == 1  # nothing ran before the approval
+    cocoond.call("agent.send_keys", {"agentId": agent["id"], "keys": ["Enter"]})  # "1. Yes" is preselected
+    done, _screen = wait(cocoond, agent, "done", llm)
+    assert done["statusSource"] == "hook"
+    ran = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["cat", "ran.txt"]})
+    assert ran["stdout"] == "approved\n"
+
+
+@pytest.mark.e2e
+def test_codex_reports_done_through_notify(toolbox_cocoond, stage):
+    llm, sandbox = stage(OpenAIStandIn, "OPENAI_API_KEY")
+    agent = spawn(toolbox_cocoond, sandbox, "codex", "Say hello.", OPENAI_BASE_URL=llm.url)
+    done, screen = wait(toolbox_cocoond, agent, "done", llm)
+    assert done["statusSource"] == "hook"
+    assert any(request["path"].endswith("/responses") for request in llm.requests)
+    assert "Hello from the OpenAI stand-in." in screen

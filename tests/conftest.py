@@ -355,3 +355,17 @@ def _reachable(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+@pytest.fixture(scope="session")
+def toolbox_cocoond(cocoond, sandbox_image):
+    """The shared cocoond with the toolbox installed (a copy of the cached npm staging folder)."""
+    if not cocoond.call("toolbox.status")["installed"]:
+        with cocoond.ws() as ws:
+            ws.call("events.subscribe", {"types": ["toolbox.install"]})
+            cocoond.call("toolbox.install")
+            status = None
+            while status not in {"done", "failed"}:
+                status = ws.next_event(timeout=900)["event"]["data"]["status"]
+        assert status == "done"
+    return cocoond

@@ -5,20 +5,6 @@ import pytest
 from tests.llm_standin import AnthropicStandIn, OpenAIStandIn
 
 
-@pytest.fixture(scope="module")
-def toolbox_cocoond(cocoond, sandbox_image):
-    """The shared cocoond with the toolbox installed (a copy of the cached npm staging folder)."""
-    if not cocoond.call("toolbox.status")["installed"]:
-        with cocoond.ws() as ws:
-            ws.call("events.subscribe", {"types": ["toolbox.install"]})
-            cocoond.call("toolbox.install")
-            status = None
-            while status not in {"done", "failed"}:
-                status = ws.next_event(timeout=900)["event"]["data"]["status"]
-        assert status == "done"
-    return cocoond
-
-
 @pytest.fixture
 def stage(toolbox_cocoond, docker_client):
     """An open sandbox, a stand-in LLM on its network's gateway and the API key secret; all removed after."""

@@ -1,6 +1,7 @@
 """The MCP endpoint with the official SDK's own Streamable HTTP client, against a live cocoond."""
 
 import asyncio
+import contextlib
 import json
 
 import httpx
@@ -83,3 +84,65 @@ def test_mcp_needs_a_valid_token(cocoond, token):
     )
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "unauthorized"
+
+
+class Relay:
+    """A TCP relay from an address on a test network to cocoond on loopback (cocoond binds loopback)."""
+
+    def __init__(self, host: str, target_port: int) -> None:
+        import socket
+        import threading
+
+        self.server = socket.create_server((host, 0))
+        self.port = self.server.getsockname()[1]
+
+        def pipe(source: socket.socket, sink: socket.socket) -> None:
+            with contextlib.suppress(OSError):  # either side may close first
+                while data := source.recv(65536):
+                    sink.sendall(data)
+            for end in (source, sink):
+                end.close()
+
+        def serve() -> None:
+            while True:
+                try:
+                    client, _address = self.server.accept()
+                except OSError:
+                    return
+                upstream = socket.create_connection(("127.0.0.1", target_port))
+                threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+                threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.mark.e2e
+def test_claude_code_lists_cocoon_as_a_connected_mcp_server(toolbox_cocoond, docker_client):
+    cocoond = toolbox_cocoond
+    gateway = docker_client.networks.get(f"{cocoond.instance}-open").attrs["IPAM"]["Config"][0]["Gateway"]
+    relay = Relay(gateway, cocoond.port)
+    agent_token = cocoond.call("tokens.create", {"name": "claude-mcp", "scope": "agent"})["token"]
+    sandbox = cocoond.call("sandbox.create", {"network": "open"})
+    try:
+        script = (
+            f'claude mcp add --transport http cocoon "http://{gateway}:{relay.port}/mcp" '
+            '--header "Authorization: Bearer $TOKEN" >/dev/null && claude mcp list'
+        )
+        result = cocoond.call(
+            "sandbox.exec",
+            {
+                "sandboxId": sandbox["id"],
+                "command": ["sh", "-c", script],
+                "env": {"TOKEN": agent_token},
+                "timeoutS": 60,
+            },
+        )
+        assert result["exitCode"] == 0, result
+        assert "cocoon" in result["stdout"]
+        assert "Connected" in result["stdout"], result["stdout"]
+    finally:
+        cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+        relay.close()

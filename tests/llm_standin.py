@@ -12,6 +12,25 @@ def _sse(event: str, data: dict) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
+def _turn(message: dict, block: dict, delta: dict, stop_reason: str) -> list[bytes]:
+    """The SSE events of one assistant turn with a single content block."""
+    return [
+        _sse("message_start", {"type": "message_start", "message": message}),
+        _sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+        _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+        _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": 5},
+            },
+        ),
+        _sse("message_stop", {"type": "message_stop"}),
+    ]
+
+
 class AnthropicStandIn:
     """Answers text; but when a prompt asks to "run" something and the request offers the Bash tool, the
     first answer is a Bash tool call (so the CLI asks for permission), and the answer after the tool
@@ -78,15 +97,11 @@ class AnthropicStandIn:
         return "Bash" in tools and "run" in text.lower()
 
     def _message(self, request: BaseHTTPRequestHandler, payload: dict, reply: str) -> None:
-        model = payload.get("model", "claude-stand-in")
-        if payload.get("stream") and self._wants_tool(payload):
-            self._tool_call(request, model)
-            return
         message = {
             "id": "msg_standin",
             "type": "message",
             "role": "assistant",
-            "model": model,
+            "model": payload.get("model", "claude-stand-in"),
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
@@ -95,72 +110,14 @@ class AnthropicStandIn:
         if not payload.get("stream"):
             message |= {"content": [{"type": "text", "text": reply}], "stop_reason": "end_turn"}
             self._json(request, 200, message)
-            return
-        chunks = [
-            _sse("message_start", {"type": "message_start", "message": message}),
-            _sse(
-                "content_block_start",
-                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-            ),
-            _sse(
-                "content_block_delta",
-                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": reply}},
-            ),
-            _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            _sse(
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                    "usage": {"output_tokens": 5},
-                },
-            ),
-            _sse("message_stop", {"type": "message_stop"}),
-        ]
-        self._stream(request, chunks)
-
-    def _tool_call(self, request: BaseHTTPRequestHandler, model: str) -> None:
-        message = {
-            "id": "msg_standin_tool",
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 1},
-        }
-        arguments = json.dumps({"command": self.command, "description": "Run the requested command"})
-        chunks = [
-            _sse("message_start", {"type": "message_start", "message": message}),
-            _sse(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "tool_use", "id": "toolu_standin", "name": "Bash", "input": {}},
-                },
-            ),
-            _sse(
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": arguments},
-                },
-            ),
-            _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            _sse(
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                    "usage": {"output_tokens": 5},
-                },
-            ),
-            _sse("message_stop", {"type": "message_stop"}),
-        ]
-        self._stream(request, chunks)
+        elif self._wants_tool(payload):
+            arguments = json.dumps({"command": self.command, "description": "Run the requested command"})
+            block = {"type": "tool_use", "id": "toolu_standin", "name": "Bash", "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": arguments}
+            self._stream(request, _turn(message, block, delta, "tool_use"))
+        else:
+            block, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": reply}
+            self._stream(request, _turn(message, block, delta, "end_turn"))
 
     @staticmethod
     def _stream(request: BaseHTTPRequestHandler, chunks: list[bytes]) -> None:

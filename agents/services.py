@@ -5,6 +5,7 @@ argv, never the container's environment. Status comes from the agents' own hooks
 writes /opt/cocoon/status/<id>) and, where they say nothing, from the screen and the foreground process.
 """
 
+import base64
 import io
 import json
 import posixpath
@@ -34,6 +35,8 @@ KEYS = {
     "PageUp", "PageDown", "DC", "C-c", "C-d", "C-z", "C-l", "C-u", "C-a", "C-e", "C-r", "y", "n",
     "1", "2", "3",
 }  # fmt: skip
+BLOCKED_REGION_LINES = 12  # where on the screen a question counts (the last non-empty lines)
+SETTLE_S = 3  # a changing screen must be still this long before working becomes idle
 HOOK_FRESHNESS_S = 15  # a hook's `working` with a quiet screen this long hands over to the screen
 BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
     "shell": {"command": ["bash", "-l"], "prompt_mode": PromptMode.TYPED},
@@ -76,13 +79,17 @@ echo $? > "/opt/cocoon/status/$id.exit"
 # One exec per sandbox per poll: for every agent, whether its session lives, its exit code and hook
 # status, the foreground command and a hash of the screen.
 POLL = """
-for id in "$@"; do
+for pair in "$@"; do
+  id=${pair%%=*}; known=${pair#*=}
   hook=$(cat "/opt/cocoon/status/$id" 2>/dev/null); code=$(cat "/opt/cocoon/status/$id.exit" 2>/dev/null)
+  text=
   if tmux -L cocoon has-session -t "=$id" 2>/dev/null; then
     alive=1; command=$(tmux -L cocoon display-message -p -t "=$id:" '#{pane_current_command}')
     screen=$(tmux -L cocoon capture-pane -p -t "=$id:" | md5sum | cut -c1-32)
+    # The screen's text only when it changed: the patterns need it, the steady state does not.
+    [ "$screen" = "$known" ] || text=$(tmux -L cocoon capture-pane -p -t "=$id:" | base64 -w0)
   else alive=0; command=; screen=; fi
-  printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' "$id" "$alive" "$code" "$hook" "$command" "$screen"
+  printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' "$id" "$alive" "$code" "$hook" "$command" "$screen" "$text"
 done
 """
 
@@ -320,7 +327,14 @@ def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
 
 
 def _decide(
-    agent: Agent, profile: AgentProfile, alive: bool, code: str, hook: str, command: str, screen: str
+    agent: Agent,
+    profile: AgentProfile,
+    alive: bool,
+    code: str,
+    hook: str,
+    command: str,
+    screen: str,
+    text: str | None,
 ) -> tuple[str, str, int | None]:
     """The status an observation means (SPEC §4): exit first, then fresh hooks, then the screen."""
     if not alive:
@@ -342,8 +356,18 @@ def _decide(
     if profile.name == "shell" or not profile.hooks:
         busy = command and command not in SHELLS
         return (AgentStatus.WORKING if busy else AgentStatus.IDLE), StatusSource.HEURISTIC, None
-    if screen != agent.screen_hash:
+    if text is not None:  # the screen changed
+        # Questions are asked at the bottom: prose further up that quotes one is not a prompt.
+        bottom = "\n".join([line for line in text.splitlines() if line.strip()][-BLOCKED_REGION_LINES:])
+        if any(pattern in bottom for pattern in profile.blocked_patterns):
+            return AgentStatus.BLOCKED, StatusSource.HEURISTIC, None
         return AgentStatus.WORKING, StatusSource.HEURISTIC, None
+    # An unchanged screen keeps a question standing; a busy one settles to idle.
+    if agent.status == AgentStatus.BLOCKED:
+        return AgentStatus.BLOCKED, agent.status_source, None
+    settled = time.time() - agent.last_activity_at.timestamp() > SETTLE_S
+    if agent.status == AgentStatus.WORKING and not settled:
+        return agent.status, agent.status_source, None
     return AgentStatus.IDLE, StatusSource.HEURISTIC, None
 
 
@@ -352,19 +376,21 @@ def poll_sandbox(sandbox: Sandbox) -> int:
     agents = {agent.id: agent for agent in sandbox.agents.exclude(status=AgentStatus.EXITED)}
     if not agents or sandbox.state != "running":
         return 0
-    output = _exec(sandbox, ["sh", "-c", POLL, "poll", *agents])
+    pairs = [f"{agent.id}={agent.screen_hash}" for agent in agents.values()]
+    output = _exec(sandbox, ["sh", "-c", POLL, "poll", *pairs])
     profiles = {
         profile.name: profile
         for profile in AgentProfile.objects.filter(name__in={a.profile for a in agents.values()})
     }
     changed = 0
     for line in output.splitlines():
-        agent_id, alive, code, hook, command, screen = (line.split("\t") + [""] * 6)[:6]
+        agent_id, alive, code, hook, command, screen, encoded = (line.split("\t") + [""] * 7)[:7]
         agent = agents.get(agent_id)
         if agent is None or agent.profile not in profiles:
             continue
+        text = base64.b64decode(encoded).decode(errors="replace") if encoded else None
         status, source, exit_code = _decide(
-            agent, profiles[agent.profile], alive == "1", code, hook, command, screen
+            agent, profiles[agent.profile], alive == "1", code, hook, command, screen, text
         )
         now = timezone.now()
         if screen and screen != agent.screen_hash:

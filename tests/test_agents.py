@@ -194,3 +194,33 @@ def test_hooks_are_installed_and_hook_reports_win(cocoond, sandbox):
     hook("done")
     assert wait(cocoond, agent, "done")["statusSource"] == "hook"
     call(cocoond, "agent.kill", agentId=agent["id"])
+
+
+def test_a_known_question_on_screen_is_blocked_without_hooks(cocoond, sandbox):
+    # A stand-in `claude` whose hooks never fire: only the screen can tell that it waits for an answer.
+    script = (
+        "mkdir -p ~/bin && cat > ~/bin/claude <<'EOF'\n"
+        "#!/bin/sh\n"
+        "echo 'Do you want to proceed?'\n"
+        "read answer\n"
+        "clear\n"  # like a TUI, the question goes away once it is answered
+        'echo "proceeding with $answer"\n'
+        "exec sleep 300\n"
+        "EOF\n"
+        "chmod +x ~/bin/claude"
+    )
+    cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["sh", "-c", script]})
+    agent = call(
+        cocoond,
+        "agent.spawn",
+        sandboxId=sandbox["id"],
+        profile="claude-code",
+        env={"PATH": "/home/agent/bin:/usr/bin:/bin"},
+    )
+    blocked = wait(cocoond, agent, "blocked")
+    assert blocked["statusSource"] == "heuristic"
+    call(cocoond, "agent.send_keys", agentId=agent["id"], keys=["y", "Enter"])
+    assert wait(cocoond, agent, "working", "idle")["status"] in {"working", "idle"}
+    assert wait(cocoond, agent, "idle")["statusSource"] == "heuristic"
+    assert "proceeding with y" in call(cocoond, "agent.read", agentId=agent["id"])["screen"]
+    call(cocoond, "agent.kill", agentId=agent["id"])

@@ -204,8 +204,11 @@ def start_cocoond(
         return instance.start()
 
     yield start
+    # Every instance is stopped before anything that could fail; a failing clean-up must not leave
+    # a cocoond running.
     for instance in started:
         instance.stop()
+    for instance in started:
         # Networks are a scarce pool of address ranges: give each instance's back at once.
         remove_instance_objects(docker_client, instance.instance)
 

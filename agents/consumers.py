@@ -16,6 +16,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from agents.choices import AgentStatus
 from agents.models import Agent
 from cocoon.consumers import CLOSE_UNAUTHORIZED
+from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, TtySession
 
@@ -44,7 +45,7 @@ class AttachConsumer(AsyncWebsocketConsumer):
         if agent is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        if agent.status == AgentStatus.EXITED or agent.sandbox.state != "running":
+        if agent.status == AgentStatus.EXITED or agent.sandbox.state != SandboxState.RUNNING:
             await self.close(code=CLOSE_CONFLICT)
             return
         query = self.scope["query"]

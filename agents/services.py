@@ -23,10 +23,11 @@ from agents.models import Agent, AgentProfile, new_agent_id
 from cocoon import activity, events, vault
 from cocoon.actors import Actor
 from cocoon.errors import ErrorCode, RpcError
+from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import AGENT_UID, AGENT_USER, OPT_COCOON, DriverError
 from sandboxes.models import Sandbox
-from sandboxes.services import get_sandbox
+from sandboxes.services import get_sandbox, require_running
 
 TMUX = ["tmux", "-L", "cocoon"]
 SHELLS = {"bash", "sh", "zsh", "fish", "dash"}
@@ -134,16 +135,6 @@ def _exec(sandbox: Sandbox, command: list[str], stdin: bytes | None = None) -> s
     return result.stdout.decode(errors="replace")
 
 
-def _running(sandbox: Sandbox) -> None:
-    if sandbox.state != "running":
-        raise RpcError(
-            ErrorCode.CONFLICT,
-            _("Sandbox %(name)s is %(state)s, not running."),
-            name=sandbox.name,
-            state=sandbox.state,
-        )
-
-
 def spawn_agent(
     sandbox_id: str,
     profile_name: str,
@@ -155,7 +146,7 @@ def spawn_agent(
     rows: int = 40,
 ) -> Agent:
     sandbox = get_sandbox(sandbox_id)
-    _running(sandbox)
+    require_running(sandbox)
     profile = get_profile(profile_name)
     # The row is written once the session exists: the poller must never see an agent whose tmux
     # session is not there yet (it would take it for exited).
@@ -275,7 +266,7 @@ def _live(agent_id: str) -> Agent:
     agent = get_agent(agent_id)
     if agent.status == AgentStatus.EXITED:
         raise RpcError(ErrorCode.CONFLICT, _("Agent %(id)s has exited."), id=agent.id)
-    _running(agent.sandbox)
+    require_running(agent.sandbox)
     return agent
 
 
@@ -298,7 +289,7 @@ def send_keys(agent_id: str, keys: list[str], *, actor: Actor) -> None:
 
 def read_screen(agent_id: str, scrollback: int = 0) -> dict[str, Any]:
     agent = get_agent(agent_id)
-    _running(agent.sandbox)
+    require_running(agent.sandbox)
     if agent.status == AgentStatus.EXITED:
         raise RpcError(ErrorCode.CONFLICT, _("Agent %(id)s has exited."), id=agent.id)
     result: dict[str, Any] = {
@@ -314,7 +305,7 @@ def read_screen(agent_id: str, scrollback: int = 0) -> dict[str, Any]:
 
 def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
     agent = get_agent(agent_id)
-    if agent.status != AgentStatus.EXITED and agent.sandbox.state == "running":
+    if agent.status != AgentStatus.EXITED and agent.sandbox.state == SandboxState.RUNNING:
         get_driver().exec(agent.sandbox.id, [*TMUX, "kill-session", "-t", f"={agent.id}:"], timeout=30)
     with transaction.atomic():
         agent.status, agent.status_source = AgentStatus.EXITED, StatusSource.HEURISTIC
@@ -374,7 +365,7 @@ def _decide(
 def poll_sandbox(sandbox: Sandbox) -> int:
     """Update every agent of one sandbox from a single exec; returns how many changed."""
     agents = {agent.id: agent for agent in sandbox.agents.exclude(status=AgentStatus.EXITED)}
-    if not agents or sandbox.state != "running":
+    if not agents or sandbox.state != SandboxState.RUNNING:
         return 0
     pairs = [f"{agent.id}={agent.screen_hash}" for agent in agents.values()]
     output = _exec(sandbox, ["sh", "-c", POLL, "poll", *pairs])
@@ -416,7 +407,7 @@ def poll_sandbox(sandbox: Sandbox) -> int:
 def poll_all() -> int:
     changed = 0
     for sandbox in (
-        Sandbox.objects.filter(state="running", agents__isnull=False)
+        Sandbox.objects.filter(state=SandboxState.RUNNING, agents__isnull=False)
         .exclude(agents__status=AgentStatus.EXITED)
         .distinct()
     ):
@@ -435,7 +426,7 @@ def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:
         if (
             agent.status not in until
             and agent.status != AgentStatus.EXITED
-            and agent.sandbox.state == "running"
+            and agent.sandbox.state == SandboxState.RUNNING
         ):
             poll_sandbox(agent.sandbox)
             agent = get_agent(agent_id)

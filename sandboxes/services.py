@@ -263,7 +263,8 @@ def _clone_repository(sandbox: Sandbox) -> None:
         )
 
 
-def _running(sandbox: Sandbox) -> None:
+def require_running(sandbox: Sandbox) -> Sandbox:
+    """The sandbox, or conflict when it is not running: every operation inside a sandbox needs one."""
     if sandbox.state != SandboxState.RUNNING:
         raise RpcError(
             ErrorCode.CONFLICT,
@@ -271,6 +272,7 @@ def _running(sandbox: Sandbox) -> None:
             name=sandbox.name,
             state=sandbox.state,
         )
+    return sandbox
 
 
 def _apply(
@@ -326,7 +328,7 @@ def exec_in_sandbox(
     timeout_s: float = 60,
 ) -> dict[str, Any]:
     sandbox = get_sandbox(sandbox_id)
-    _running(sandbox)
+    require_running(sandbox)
     result = _engine_call(
         sandbox,
         lambda sid: get_driver().exec(

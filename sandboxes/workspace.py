@@ -20,7 +20,7 @@ from cocoon.actors import Actor
 from cocoon.errors import ErrorCode, RpcError
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import WORKSPACE, DriverError, ExecResult
-from sandboxes.services import GIT_ENV, get_sandbox
+from sandboxes.services import GIT_ENV, get_sandbox, require_running
 
 MAX_FILE_BYTES = 3 * 1024 * 1024  # a file read or written in one call (fits one exec's output)
 BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[\w./-]{1,255}$")
@@ -130,15 +130,7 @@ def normalize(path: str) -> str:
 
 
 def _running_sandbox(sandbox_id: str) -> Any:
-    sandbox = get_sandbox(sandbox_id)
-    if sandbox.state != "running":
-        raise RpcError(
-            ErrorCode.CONFLICT,
-            _("Sandbox %(name)s is %(state)s, not running."),
-            name=sandbox.name,
-            state=sandbox.state,
-        )
-    return sandbox
+    return require_running(get_sandbox(sandbox_id))
 
 
 def _run(

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events
 from cocoon.errors import ErrorCode, RpcError
-from cocoon.i18n import resolve_language
+from cocoon.i18n import language_of_scope
 from cocoon.ids import new_id
 from cocoon.registry import registry
 
@@ -33,10 +33,8 @@ class RpcConsumer(AsyncJsonWebsocketConsumer):
         self.actor = self.scope.get("actor")
         self.subscriptions: dict[str, dict[str, Any]] = {}
         self.calls: set[asyncio.Task] = set()
-        headers = self.scope["headers_by_name"]
-        explicit = headers.get("x-cocoon-lang") or (self.scope["query"].get("lang") or [None])[0]
-        self.language = await database_sync_to_async(resolve_language)(
-            explicit, headers.get("accept-language")
+        self.language = await database_sync_to_async(language_of_scope)(
+            self.scope["headers_by_name"], self.scope["query"]
         )
         await self.accept()
         if self.actor is None:

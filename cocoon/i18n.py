@@ -36,3 +36,9 @@ def resolve_language(explicit: str | None, accept_language: str | None) -> str:
 def language_of_request(request) -> str:  # noqa: ANN001 - a Django or DRF request
     explicit = request.headers.get("x-cocoon-lang") or request.GET.get("lang")
     return resolve_language(explicit, request.headers.get("accept-language"))
+
+
+def language_of_scope(headers: dict[str, str], query: dict[str, list[str]]) -> str:
+    """The same for an ASGI scope (WebSockets, /mcp), from its decoded headers and query."""
+    explicit = headers.get("x-cocoon-lang") or (query.get("lang") or [None])[0]
+    return resolve_language(explicit, headers.get("accept-language"))

@@ -21,7 +21,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 import cocoon
 from cocoon.auth import request_actor
 from cocoon.errors import ErrorCode, RpcError
-from cocoon.i18n import resolve_language
+from cocoon.i18n import language_of_scope
 from cocoon.registry import Method, registry
 
 UNKNOWN_TOOL = _("Unknown tool %(name)s.")
@@ -110,8 +110,7 @@ class McpApp:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         actor, headers, query = await request_actor(scope)
-        explicit = headers.get("x-cocoon-lang") or (query.get("lang") or [None])[0]
-        language = await database_sync_to_async(resolve_language)(explicit, headers.get("accept-language"))
+        language = await database_sync_to_async(language_of_scope)(headers, query)
         if actor is None:
             await _unauthorized(send, language)
             return

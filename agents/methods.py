@@ -39,7 +39,8 @@ BY_ID = obj({"agentId": AGENT_ID}, required=("agentId",))
 @registry.method(
     "agent.spawn",
     description="Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running "
-    "sandbox, optionally with a first prompt. Secrets of the profile reach it through a private env file.",
+    "sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it "
+    "through a private env file; behind the credential proxy, provider keys only as placeholders.",
     params=obj(
         {
             "sandboxId": SANDBOX_ID,
@@ -50,6 +51,8 @@ BY_ID = obj({"agentId": AGENT_ID}, required=("agentId",))
                 "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
                 "additionalProperties": STRING,
             },
+            "providers": array(string(pattern="^[a-z0-9][a-z0-9-]{0,31}$"), maxItems=10, uniqueItems=True),
+            "model": string(minLength=1, maxLength=200),
             "cols": integer(minimum=20, maximum=500),
             "rows": integer(minimum=5, maximum=300),
         },
@@ -66,6 +69,8 @@ def agent_spawn(call: Call) -> dict[str, Any]:
         actor=call.actor,
         prompt=params.get("prompt"),
         env=params.get("env"),
+        providers=params.get("providers"),
+        model=params.get("model"),
         cols=params.get("cols", 120),
         rows=params.get("rows", 40),
     )

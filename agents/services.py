@@ -23,7 +23,9 @@ from agents.models import Agent, AgentProfile, new_agent_id
 from cocoon import activity, events, vault
 from cocoon.actors import Actor
 from cocoon.errors import ErrorCode, RpcError
-from sandboxes.choices import SandboxState
+from egress import providers as egress_providers
+from egress import services as egress
+from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import AGENT_UID, AGENT_USER, OPT_COCOON, DriverError
 from sandboxes.models import Sandbox
@@ -142,6 +144,8 @@ def spawn_agent(
     actor: Actor,
     prompt: str | None = None,
     env: dict[str, str] | None = None,
+    providers: list[str] | None = None,
+    model: str | None = None,
     cols: int = 120,
     rows: int = 40,
 ) -> Agent:
@@ -151,10 +155,19 @@ def spawn_agent(
     # The row is written once the session exists: the poller must never see an agent whose tmux
     # session is not there yet (it would take it for exited).
     agent = Agent(id=new_agent_id(), sandbox=sandbox, profile=profile.name, status=AgentStatus.WORKING)
-    variables = {**profile.env, **(env or {}), "COCOON_AGENT_ID": agent.id}
+    chosen = egress_providers.choose(providers, profile.secrets)
+    provider_env = egress_providers.agent_env(
+        sandbox, chosen, model or profile.default_model, get_driver().host_alias
+    )
+    variables = {**profile.env, **provider_env, **(env or {}), "COCOON_AGENT_ID": agent.id}
+    # A provider's secret reaches the agent through the provider's variables (a placeholder behind
+    # the credential proxy), never as itself.
+    handed_by_providers = {provider.get("secret") for provider in chosen.values()}
     for name in profile.secrets:
-        if (value := vault.read_secret(name)) is not None:
+        if name not in handed_by_providers and (value := vault.read_secret(name)) is not None:
             variables[name] = value
+    if chosen and sandbox.network == NetworkMode.EGRESS:
+        egress.grant(sandbox, list(chosen))
     command = list(profile.command)
     if prompt and profile.prompt_mode == PromptMode.ARGUMENT:
         command.append(prompt)

@@ -17,6 +17,7 @@ app.conf.beat_schedule = {
     "prune-activity": {"task": "cocoon.tasks.prune_activity", "schedule": crontab(minute=17, hour=3)},
     "reconcile-sandboxes": {"task": "sandboxes.tasks.reconcile", "schedule": 30.0},
     "poll-agents": {"task": "agents.tasks.poll", "schedule": 2.0},
+    "egress": {"task": "egress.tasks.tick", "schedule": 2.0},
 }
 
 

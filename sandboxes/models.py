@@ -1,3 +1,5 @@
+import secrets
+
 from django.db import models
 
 from cocoon.ids import new_id
@@ -6,6 +8,10 @@ from sandboxes.choices import NetworkMode, SandboxState
 
 def new_sandbox_id() -> str:
     return new_id("sb")
+
+
+def new_proxy_token() -> str:
+    return secrets.token_hex(16)
 
 
 class Sandbox(models.Model):
@@ -28,6 +34,9 @@ class Sandbox(models.Model):
     ips = models.JSONField(default=dict)
     repo = models.CharField(max_length=2000, blank=True)
     branch = models.CharField(max_length=255, blank=True)
+    # The sandbox's part of its credential-proxy placeholders (cocoon_<token>_<NAME>); the proxy also
+    # checks the source address, so it is no key by itself.
+    proxy_token = models.CharField(max_length=64, default=new_proxy_token, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -17,7 +17,8 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
-from sandboxes.choices import SandboxState
+from egress import services as egress
+from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import (
     AGENT_UID,
@@ -166,7 +167,13 @@ def create_sandbox(
         workspace=None if repo else baseline_archive(branch or "main"),
     )
     try:
+        egress.prepare(spec)
         observed = driver.create(spec)
+        if network == NetworkMode.EGRESS:
+            # The proxy must know the sandbox's address before anything in it goes out (the clone).
+            sandbox.ips = observed.ips
+            sandbox.save(update_fields=["ips"])
+            egress.sync(wait=True)
         if repo:
             _clone_repository(sandbox)
     except ImageNotFound:
@@ -300,7 +307,10 @@ def _engine_call(sandbox: Sandbox, operation: Any) -> Any:
 def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
     sandbox = get_sandbox(sandbox_id)
     observed = _engine_call(sandbox, get_driver().start)
-    return _apply(sandbox, observed.state, observed.ips, "sandbox.started", actor)
+    sandbox = _apply(sandbox, observed.state, observed.ips, "sandbox.started", actor)
+    if sandbox.network == NetworkMode.EGRESS:
+        egress.sync(wait=True)  # its address may have changed
+    return sandbox
 
 
 def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:

@@ -300,8 +300,13 @@ def remove_instance_objects(client: Any, instance: str, prefix: bool = False) ->
 def sandbox_image(docker_client: Any) -> str:
     """cocoon-sandbox:latest, built from images/sandbox on a base image seeded offline."""
     subprocess.run([str(ROOT / "scripts/seed-base-image")], check=True)
-    tag = "cocoon-sandbox:latest"
-    docker_client.images.build(path=str(ROOT / "images/sandbox"), tag=tag, target="base", rm=True)
+    image, _ = docker_client.images.build(
+        path=str(ROOT / "images/sandbox"), tag="cocoon-sandbox:latest", target="base", rm=True
+    )
+    # Also tagged by content: tests that need this very image ask for it by this name, even when
+    # another checkout on the same engine has re-tagged :latest meanwhile.
+    tag = f"cocoon-sandbox:test-{image.id.split(':')[1][:12]}"
+    image.tag(*tag.split(":"))
     return tag
 
 

@@ -54,6 +54,10 @@ class SandboxSpec:
     hostname: str = "sandbox"
     # A tar put into /workspace before the sandbox starts (the empty baseline repository).
     workspace: bytes | None = None
+    # Set for egress sandboxes: the proxy variables, and the DNS server external lookups go to
+    # (the proxy, which answers none, so no name lookup leaves the machine).
+    env: dict[str, str] = field(default_factory=dict)
+    dns: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -104,6 +108,8 @@ def labels(kind: str, sandbox_id: str | None = None) -> dict[str, str]:
 
 class SandboxDriver(abc.ABC):
     kind: str
+    # How a sandbox names the server itself (a provider's localhost); bwrap shares the host's view.
+    host_alias: str = "localhost"
 
     @abc.abstractmethod
     def capabilities(self) -> list[str]: ...

@@ -139,17 +139,26 @@ class DockerDriver(SandboxDriver):
     # -- networks -------------------------------------------------------------------------------
 
     def network_name(self, mode: str) -> str | None:
-        return {NetworkMode.EGRESS: object_name("internal"), NetworkMode.OPEN: object_name("open")}.get(mode)
+        return {
+            NetworkMode.EGRESS: object_name("internal"),
+            NetworkMode.OPEN: object_name("open"),
+            "outbound": object_name("outbound"),
+        }.get(mode)
 
     def ensure_networks(self) -> None:
-        wanted = {object_name("internal"): True, object_name("open"): False}
+        # internal: no way out, and no host address on its bridge either (host services listening on
+        # all interfaces stay out of reach). outbound: the egress proxy's way out.
+        inhibit = {"com.docker.network.bridge.inhibit_ipv4": "true"}
+        wanted = {
+            object_name("internal"): {"internal": True, "options": inhibit},
+            object_name("open"): {},
+            object_name("outbound"): {},
+        }
         try:
             existing = {network.name for network in self.client.networks.list(names=list(wanted))}
-            for name, internal in wanted.items():
+            for name, options in wanted.items():
                 if name not in existing:
-                    self.client.networks.create(
-                        name, driver="bridge", internal=internal, labels=labels("network")
-                    )
+                    self.client.networks.create(name, driver="bridge", labels=labels("network"), **options)
         except APIError as error:
             raise _errors(error) from error
 
@@ -195,6 +204,10 @@ class DockerDriver(SandboxDriver):
             options["network_mode"] = "none"
         if spec.network == NetworkMode.OPEN:
             options["extra_hosts"] = {self.host_alias: "host-gateway"}
+        if spec.env:
+            options["environment"] = spec.env
+        if spec.dns:
+            options["dns"] = spec.dns
         if spec.runtime:
             options["runtime"] = spec.runtime
         return options

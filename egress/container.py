@@ -1,0 +1,137 @@
+"""The egress proxy's container: built from images/egress-proxy (tagged by content, so a changed
+proxy is rebuilt), run read-only with no capabilities as cocoond's UID, on the internal network as
+cocoon-proxy and on the outbound network."""
+
+import contextlib
+import hashlib
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import docker
+from django.conf import settings
+from docker.errors import APIError, NotFound
+
+from egress import policy
+from sandboxes.choices import NetworkMode
+from sandboxes.drivers import get_driver
+from sandboxes.drivers.base import DriverError, labels, object_name
+
+logger = logging.getLogger(__name__)
+CONTEXT = Path(settings.BASE_DIR) / "images" / "egress-proxy"
+MOUNT = "/etc/cocoon-egress"
+ALIAS = "cocoon-proxy"
+_lock = threading.Lock()
+
+
+def image_tag() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(CONTEXT.iterdir()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return f"cocoon-egress-proxy:{digest.hexdigest()[:12]}"
+
+
+def container_name() -> str:
+    return object_name("egress-proxy")
+
+
+def _client() -> docker.DockerClient:
+    return get_driver().client
+
+
+def ensure_image() -> str:
+    client, tag = _client(), image_tag()
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        logger.info("building %s", tag)
+        try:
+            client.images.build(
+                path=str(CONTEXT), tag=tag, rm=True, forcerm=True, labels={"io.cocoon.image": "egress-proxy"}
+            )
+        except (APIError, docker.errors.BuildError) as error:
+            raise DriverError(f"could not build the egress proxy image: {error}") from error
+    return tag
+
+
+def _internal_ip(container: Any) -> str | None:
+    networks = container.attrs["NetworkSettings"].get("Networks") or {}
+    return (networks.get(get_driver().network_name(NetworkMode.EGRESS)) or {}).get("IPAddress") or None
+
+
+def _find() -> Any | None:
+    try:
+        return _client().containers.get(container_name())
+    except NotFound:
+        return None
+
+
+def ensure_proxy() -> str:
+    """The proxy's address on the internal network, starting (or replacing) its container if needed."""
+    with _lock:
+        tag = ensure_image()
+        container = _find()
+        if container is not None and container.image.tags and tag not in container.image.tags:
+            container.remove(force=True)
+            container = None
+        try:
+            if container is None:
+                container = _create(tag)
+            if container.status != "running":
+                container.start()
+                container.reload()
+        except APIError as error:
+            raise DriverError(str(error.explanation or error)) from error
+        ip = _internal_ip(container)
+        if ip is None:
+            raise DriverError("the egress proxy has no address on the internal network")
+        return ip
+
+
+def _create(tag: str) -> Any:
+    driver = get_driver()
+    driver.ensure_networks()
+    policy.publish()  # the proxy starts with a policy to load
+    client = driver.client
+    container = client.containers.create(
+        tag,
+        name=container_name(),
+        labels=labels("egress-proxy"),
+        user=f"{os.getuid()}:{os.getgid()}",
+        read_only=True,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges:true"],
+        mem_limit="512m",
+        pids_limit=4096,  # a thread per held connection
+        network=driver.network_name("outbound"),
+        extra_hosts={driver.host_alias: "host-gateway"},
+        mounts=[docker.types.Mount(MOUNT, str(policy.egress_dir()), type="bind")],
+        environment={"COCOON_EGRESS_DIR": MOUNT},
+        restart_policy={"Name": "unless-stopped"},
+    )
+    try:
+        client.networks.get(driver.network_name(NetworkMode.EGRESS)).connect(container, aliases=[ALIAS])
+    except Exception:
+        container.remove(force=True)
+        raise
+    return container
+
+
+def proxy_status() -> dict[str, Any]:
+    container = _find()
+    running = container is not None and container.status == "running"
+    current = policy.current() or {}
+    return {
+        "running": running,
+        "image": image_tag(),
+        "address": _internal_ip(container) if container is not None else None,
+        "policyVersion": current.get("version"),
+        "acknowledgedVersion": policy.acknowledged(),
+    }
+
+
+def remove_proxy() -> None:
+    with contextlib.suppress(NotFound):
+        _client().containers.get(container_name()).remove(force=True)

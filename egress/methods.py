@@ -1,0 +1,159 @@
+"""RPC methods of egress control and providers."""
+
+from typing import Any
+
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import config
+from cocoon.errors import ErrorCode, RpcError
+from cocoon.registry import Call, registry
+from cocoon.schema import BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, integer, nullable, obj, string
+from egress import providers, services
+from sandboxes.methods.lifecycle import SANDBOX_ID
+
+DENIED = obj(
+    {
+        "sandboxId": nullable(STRING),
+        "source": STRING,
+        "host": STRING,
+        "port": INTEGER,
+        "reason": STRING,
+        "count": INTEGER,
+        "firstAt": TIMESTAMP,
+        "lastAt": TIMESTAMP,
+    }
+)
+PROVIDER_ID = string(pattern="^[a-z0-9][a-z0-9-]{0,31}$")
+
+
+@registry.method(
+    "egress.status",
+    description="The egress proxy: whether it runs, its policy version and the version it has loaded, "
+    "and whether this driver enforces egress at all.",
+    params=obj({}),
+    result=obj(
+        {
+            "enforced": BOOLEAN,
+            "running": BOOLEAN,
+            "image": STRING,
+            "address": nullable(STRING),
+            "policyVersion": nullable(INTEGER),
+            "acknowledgedVersion": nullable(INTEGER),
+        }
+    ),
+    admin=True,
+)
+def egress_status(call: Call) -> dict[str, Any]:
+    from egress.container import proxy_status
+
+    if not services.enforced():
+        return {
+            "enforced": False,
+            "running": False,
+            "image": "",
+            "address": None,
+            "policyVersion": None,
+            "acknowledgedVersion": None,
+        }
+    return {"enforced": True, **proxy_status()}
+
+
+@registry.method(
+    "egress.denied",
+    description="Recent attempts the egress proxy refused (per sandbox, host, port and reason, counted).",
+    params=obj({"sandboxId": SANDBOX_ID, "limit": integer(minimum=1, maximum=1000)}),
+    result=array(DENIED),
+    admin=True,
+)
+def egress_denied(call: Call) -> list[dict[str, Any]]:
+    rows = services.list_denied(call.params.get("sandboxId"), call.params.get("limit", 100))
+    return [services.serialize_denied(row) for row in rows]
+
+
+@registry.method(
+    "egress.allow",
+    description="Allow a host (the one-click allow of a denied attempt): for every sandbox, or only for "
+    "sandboxId. Takes effect at once, without restarting anything.",
+    params=obj(
+        {"host": config.HOST | {"maxLength": 253}, "sandboxId": SANDBOX_ID},
+        required=("host",),
+    ),
+    result=obj({"host": STRING, "sandboxId": nullable(STRING), "allowlist": array(STRING)}),
+    admin=True,
+)
+def egress_allow(call: Call) -> dict[str, Any]:
+    host = call.params["host"].lower().rstrip(".")
+    return services.allow(host, actor=call.actor, sandbox_id=call.params.get("sandboxId"))
+
+
+PROVIDER_VIEW = obj(
+    {
+        "id": STRING,
+        "kind": enum(*config.PROVIDER_KINDS),
+        "baseUrl": STRING,
+        "secret": STRING,
+        "auth": enum(*config.PROVIDER_AUTH),
+        "builtin": BOOLEAN,
+        "secretSet": BOOLEAN,
+        "models": array(STRING),
+    }
+)
+
+
+@registry.method(
+    "providers.list",
+    description="Model providers: the built-in anthropic and openai plus settings.providers, and whether "
+    "each one's secret is set (never the value).",
+    params=obj({}),
+    result=array(PROVIDER_VIEW),
+    admin=True,
+)
+def providers_list(call: Call) -> list[dict[str, Any]]:
+    configured = config.get_settings()["providers"]
+    return [
+        {
+            "id": provider_id,
+            "kind": provider["kind"],
+            "baseUrl": provider["baseUrl"],
+            "secret": provider.get("secret", ""),
+            "auth": provider.get("auth", "bearer"),
+            "builtin": provider_id in providers.BUILTIN and provider_id not in configured,
+            "secretSet": bool(providers.key_of(provider)),
+            "models": provider.get("models", []),
+        }
+        for provider_id, provider in providers.all_providers().items()
+    ]
+
+
+@registry.method(
+    "providers.test",
+    description="Check a provider from the server: reachability, auth and its model list. Give providerId "
+    "for a saved one, or provider (and key) for input not saved yet.",
+    params=obj(
+        {"providerId": PROVIDER_ID, "provider": config.PROVIDER, "key": string(maxLength=10_000)},
+    ),
+    result=obj(
+        {
+            "ok": BOOLEAN,
+            "result": enum("ok", "unreachable", "unauthorized", "error"),
+            "message": STRING,
+            "status": nullable(INTEGER),
+            "models": array(STRING),
+        }
+    ),
+    admin=True,
+)
+def providers_test(call: Call) -> dict[str, Any]:
+    params = call.params
+    if "provider" in params:
+        provider = params["provider"]
+    elif "providerId" in params:
+        provider = providers.all_providers().get(params["providerId"])
+        if provider is None:
+            raise RpcError(ErrorCode.NOT_FOUND, _("There is no provider %(id)s."), id=params["providerId"])
+    else:
+        raise RpcError(ErrorCode.INVALID_PARAMS, _("Give providerId or provider."))
+    result = providers.check_provider(provider, params.get("key"))
+    with translation.override(call.language):
+        return {**result, "message": str(result["message"])}

@@ -1,0 +1,122 @@
+"""The proxy's policy: derived from settings, providers, secrets and the running egress sandboxes,
+written atomically to DATA_DIR/egress/policy.json with a rising version; the proxy acknowledges each
+version it has loaded in ack.json.
+"""
+
+import fcntl
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from cocoon import config
+from cocoon.datadir import ensure_private_dir, write_private_file
+from egress import providers
+from sandboxes.choices import NetworkMode, SandboxState
+
+ACK_POLL_S = 0.01
+
+
+def egress_dir() -> Path:
+    return ensure_private_dir(settings.DATA_DIR / "egress")
+
+
+def allowlist(document: dict[str, Any]) -> list[str]:
+    """The settings' allowlist plus every provider's host (provider hosts are allowed automatically)."""
+    hosts = list(document["egress"]["allowlist"])
+    for provider in providers.all_providers(document).values():
+        host = providers.host_of(provider["baseUrl"])
+        if host not in hosts:
+            hosts.append(host)
+    return hosts
+
+
+def build() -> dict[str, Any]:
+    from egress.models import ProviderGrant
+    from sandboxes.drivers import get_driver
+    from sandboxes.models import Sandbox
+
+    document = config.get_settings()
+    internal = get_driver().network_name(NetworkMode.EGRESS)
+    sandboxes: dict[str, Any] = {}
+    grants: dict[str, list[str]] = {}
+    for sandbox_id, provider in ProviderGrant.objects.values_list("sandbox_id", "provider"):
+        grants.setdefault(sandbox_id, []).append(provider)
+    running = Sandbox.objects.filter(network=NetworkMode.EGRESS).exclude(state=SandboxState.MISSING)
+    for sandbox in running.only("id", "ips", "proxy_token"):
+        ip = (sandbox.ips or {}).get(internal)
+        if ip:
+            sandboxes[ip] = {
+                "id": sandbox.id,
+                "token": sandbox.proxy_token,
+                "allow": document["egress"]["sandboxAllow"].get(sandbox.id, []),
+                "grants": sorted(grants.get(sandbox.id, [])),
+            }
+    granted = {provider for provider_ids in grants.values() for provider in provider_ids}
+    routes = {}
+    for provider_id, provider in providers.all_providers(document).items():
+        if provider_id in granted:
+            routes[provider_id] = {
+                **{key: provider.get(key, "") for key in ("baseUrl", "auth", "header", "prefix", "secret")},
+                "key": providers.key_of(provider),
+            }
+    return {
+        "allowlist": allowlist(document),
+        "hosts": document["egress"]["hosts"],
+        "caBundle": document["egress"]["caBundle"],
+        "sandboxes": sandboxes,
+        "providers": routes,
+    }
+
+
+@contextmanager
+def _locked() -> Iterator[None]:
+    """One writer at a time, across processes (cocoond and a separate Celery worker)."""
+    with open(egress_dir() / "policy.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def current() -> dict[str, Any] | None:
+    try:
+        return json.loads((egress_dir() / "policy.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def acknowledged() -> int | None:
+    try:
+        return json.loads((egress_dir() / "ack.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def publish() -> int:
+    """Write the policy if it changed; returns the version that holds it."""
+    document = build()
+    with _locked():
+        previous = current() or {}
+        version = previous.get("version", 0)
+        if {key: value for key, value in previous.items() if key != "version"} != document:
+            # Milliseconds keep versions rising across a lost file; +1 across fast writes.
+            version = max(version + 1, int(time.time() * 1000))
+            write_private_file(egress_dir() / "policy.json", json.dumps({"version": version, **document}))
+    return version
+
+
+def wait_for_ack(version: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        acked = acknowledged()
+        if acked is not None and acked >= version:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(ACK_POLL_S)

@@ -1,0 +1,203 @@
+"""Model providers: the built-in Anthropic and OpenAI routes plus settings.providers, the environment
+an agent gets for them (SPEC §5), and providers.test."""
+
+import ssl
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import config, vault
+from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+from sandboxes.choices import NetworkMode
+
+BUILTIN: dict[str, dict[str, Any]] = {
+    "anthropic": {
+        "kind": "anthropic",
+        "baseUrl": "https://api.anthropic.com",
+        "secret": "ANTHROPIC_API_KEY",
+        "auth": "x-api-key",
+    },
+    "openai": {
+        "kind": "openai",
+        "baseUrl": "https://api.openai.com/v1",
+        "secret": "OPENAI_API_KEY",
+        "auth": "bearer",
+    },
+}
+PROXY_BASE = "http://cocoon-proxy:8080"
+TEST_TIMEOUT_S = 10
+LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
+
+
+def all_providers(document: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    document = document or config.get_settings()
+    return {**BUILTIN, **document["providers"]}
+
+
+def host_of(url: str) -> str:
+    return (urlsplit(url).hostname or "").rstrip(".").encode("idna").decode("ascii")
+
+
+def key_of(provider: dict[str, Any]) -> str:
+    if provider.get("auth") == "none" or not provider.get("secret"):
+        return ""
+    return vault.read_secret(provider["secret"]) or ""
+
+
+def env_prefix(provider_id: str, provider: dict[str, Any]) -> str:
+    if provider["kind"] == "anthropic":
+        return "ANTHROPIC"
+    if provider["kind"] == "openai":
+        return "OPENAI"
+    return provider.get("envPrefix") or provider_id.upper().replace("-", "_")
+
+
+def key_variable(provider_id: str, provider: dict[str, Any]) -> str:
+    prefix = env_prefix(provider_id, provider)
+    if provider["kind"] == "anthropic" and provider.get("auth") == "bearer":
+        return "ANTHROPIC_AUTH_TOKEN"
+    return f"{prefix}_API_KEY"
+
+
+def reachable_base_url(url: str, host_alias: str) -> str:
+    """localhost means the server: inside a container that is the engine's host alias."""
+    parts = urlsplit(url)
+    if (parts.hostname or "") not in LOOPBACK_NAMES:
+        return url
+    netloc = host_alias + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _field_error(path: str, message: Any) -> RpcError:
+    return RpcError(
+        ErrorCode.INVALID_PARAMS, details={"fields": [{"path": path, "code": "invalid", "message": message}]}
+    )
+
+
+def choose(requested: list[str] | None, profile_secrets: list[str]) -> dict[str, dict[str, Any]]:
+    """The providers an agent uses: those asked for (each must exist and have its secret), else the
+    providers whose secret the profile hands out and which have it set."""
+    known = all_providers()
+    if requested:
+        chosen = {}
+        for index, provider_id in enumerate(requested):
+            provider = known.get(provider_id)
+            if provider is None:
+                raise _field_error(
+                    f"providers.{index}",
+                    interpolate_lazy(_("There is no provider %(id)s."), {"id": provider_id}),
+                )
+            if provider.get("auth") != "none" and not key_of(provider):
+                raise _field_error(
+                    f"providers.{index}",
+                    interpolate_lazy(
+                        _("The secret %(name)s is not set."), {"name": provider.get("secret", "")}
+                    ),
+                )
+            chosen[provider_id] = provider
+        return chosen
+    return {
+        provider_id: provider
+        for provider_id, provider in known.items()
+        if provider.get("secret") in profile_secrets and key_of(provider)
+    }
+
+
+def agent_env(sandbox: Any, chosen: dict[str, dict[str, Any]], model: str, host_alias: str) -> dict[str, str]:
+    """The variables of SPEC §5's table. Through the credential proxy the key is a placeholder only
+    this sandbox can use, and the base URL is the proxy's route."""
+    proxied = sandbox.network == NetworkMode.EGRESS and config.get_settings()["egress"]["credentialProxy"]
+    env: dict[str, str] = {}
+    for provider_id, provider in chosen.items():
+        prefix = env_prefix(provider_id, provider)
+        if proxied:
+            env[f"{prefix}_BASE_URL"] = f"{PROXY_BASE}/p-{provider_id}"
+            key = f"cocoon_{sandbox.proxy_token}_{provider.get('secret', 'NONE')}"
+        else:
+            env[f"{prefix}_BASE_URL"] = reachable_base_url(provider["baseUrl"], host_alias)
+            key = key_of(provider)
+        if provider.get("auth") != "none":
+            env[key_variable(provider_id, provider)] = key
+        chosen_model = model or provider.get("defaultModel", "")
+        if chosen_model and provider["kind"] in {"anthropic", "openai"}:
+            env[f"{prefix}_MODEL"] = chosen_model
+    return env
+
+
+# -- providers.test -----------------------------------------------------------------------------------
+
+
+def tls_context() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    if bundle := config.get_settings()["egress"]["caBundle"]:
+        context.load_verify_locations(cadata=bundle)
+    return context
+
+
+def _probe(provider: dict[str, Any], key: str) -> tuple[str, dict[str, str]]:
+    """The model list URL and the auth headers, as the agent CLIs would send them."""
+    base = provider["baseUrl"].rstrip("/")
+    headers: dict[str, str] = {}
+    auth = provider.get("auth", "bearer")
+    if auth == "bearer":
+        headers["Authorization"] = f"Bearer {key}"
+    elif auth == "x-api-key":
+        headers["x-api-key"] = key
+    elif auth == "header":
+        headers[provider["header"]] = provider.get("prefix", "") + key
+    if provider["kind"] == "anthropic":
+        return f"{base}/v1/models", headers | {"anthropic-version": "2023-06-01"}
+    if provider["kind"] == "openai":
+        return f"{base}/models", headers
+    return base, headers
+
+
+def check_provider(provider: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    """Reachability, auth and the model list, from the server. key overrides the stored secret
+    (for input not saved yet)."""
+    url, headers = _probe(provider, key if key is not None else key_of(provider))
+    try:
+        response = httpx.get(url, headers=headers, timeout=TEST_TIMEOUT_S, verify=tls_context())
+    except httpx.HTTPError as error:
+        return {
+            "ok": False,
+            "result": "unreachable",
+            "message": interpolate_lazy(
+                _("%(url)s could not be reached: %(error)s"), {"url": url, "error": type(error).__name__}
+            ),
+            "status": None,
+            "models": [],
+        }
+    if response.status_code in {401, 403}:
+        return {
+            "ok": False,
+            "result": "unauthorized",
+            "message": interpolate_lazy(
+                _("The provider refused the key (HTTP %(status)s)."), {"status": response.status_code}
+            ),
+            "status": response.status_code,
+            "models": [],
+        }
+    if response.status_code >= 400:
+        return {
+            "ok": False,
+            "result": "error",
+            "message": interpolate_lazy(
+                _("The provider answered HTTP %(status)s."), {"status": response.status_code}
+            ),
+            "status": response.status_code,
+            "models": [],
+        }
+    try:
+        models = [str(item["id"]) for item in response.json().get("data", []) if "id" in item][:500]
+    except (ValueError, AttributeError, TypeError):
+        models = []
+    return {
+        "ok": True,
+        "result": "ok",
+        "message": interpolate_lazy(_("Reachable, key accepted, %(count)s models."), {"count": len(models)}),
+        "status": response.status_code,
+        "models": models,
+    }

@@ -1,0 +1,182 @@
+"""Egress: the proxy's life, the policy's publication, denied attempts and the one-click allow."""
+
+import json
+import logging
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import activity, config, events
+from cocoon.actors import Actor
+from cocoon.errors import ErrorCode, RpcError
+from egress import policy
+from egress.models import DeniedAttempt, ProviderGrant
+from sandboxes.choices import Capability, NetworkMode
+from sandboxes.drivers import get_driver
+from sandboxes.drivers.base import DriverError, SandboxSpec
+
+logger = logging.getLogger(__name__)
+ACK_TIMEOUT_S = 10
+PROXY_URL = "http://cocoon-proxy:3128"
+# The credential proxy is reached directly, never through the forward proxy.
+NO_PROXY = "cocoon-proxy,localhost,127.0.0.1"
+
+activity.register_messages(
+    {
+        "egress.allowed": _("Egress to %(host)s was allowed."),
+        "egress.allowed_for_sandbox": _("Egress to %(host)s was allowed for sandbox %(sandbox)s."),
+    }
+)
+
+
+def enforced() -> bool:
+    return Capability.EGRESS_ENFORCED in get_driver().capabilities()
+
+
+def prepare(spec: SandboxSpec) -> None:
+    """Before an egress sandbox is created: the proxy runs, and the sandbox is pointed at it."""
+    if spec.network != NetworkMode.EGRESS or not enforced():
+        return
+    address = _ensure_proxy()
+    proxy_env = {"HTTP_PROXY": PROXY_URL, "HTTPS_PROXY": PROXY_URL, "NO_PROXY": NO_PROXY}
+    spec.env.update(proxy_env | {name.lower(): value for name, value in proxy_env.items()})
+    spec.dns[:] = [address]
+
+
+def _ensure_proxy() -> str:
+    from egress.container import ensure_proxy
+
+    try:
+        return ensure_proxy()
+    except DriverError:
+        raise
+    except Exception as error:  # an engine error while building or starting it
+        raise DriverError(str(error)) from error
+
+
+def sync(wait: bool = True) -> None:
+    """Publish the policy; with wait, return only once the proxy has loaded it."""
+    version = policy.publish()
+    if wait and enforced() and not policy.wait_for_ack(version, ACK_TIMEOUT_S):
+        raise RpcError(ErrorCode.UNAVAILABLE, _("The egress proxy did not confirm its new policy."))
+
+
+def sync_quietly() -> None:
+    """sync() without waiting, for signal handlers: a failure is logged, never the caller's problem."""
+    try:
+        sync(wait=False)
+    except Exception:
+        logger.exception("could not publish the egress policy")
+
+
+def grant(sandbox: Any, provider_ids: list[str]) -> None:
+    """Let the sandbox use these providers' credential routes (and wait until the proxy knows)."""
+    created = [
+        ProviderGrant.objects.get_or_create(sandbox=sandbox, provider=provider_id)[1]
+        for provider_id in provider_ids
+    ]
+    if any(created):
+        sync(wait=True)
+
+
+# -- denied attempts ----------------------------------------------------------------------------------
+
+
+def collect_denied() -> int:
+    """Move the proxy's denied.jsonl into the database; returns how many attempts were read."""
+    path = policy.egress_dir() / "denied.jsonl"
+    taken = path.with_name("denied.jsonl.collecting")
+    try:
+        os.replace(path, taken)  # the proxy opens the file per line, so it starts a new one
+    except FileNotFoundError:
+        return 0
+    entries = []
+    for line in taken.read_text().splitlines():
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            logger.warning("skipping a malformed denied entry")
+    taken.unlink()
+    changed = {}
+    with transaction.atomic():
+        for entry in entries:
+            at = datetime.fromtimestamp(float(entry.get("at", 0)), tz=UTC)
+            key = {
+                "sandbox_id": entry.get("sandboxId") or "",
+                "host": str(entry.get("host", ""))[:300],
+                "port": int(entry.get("port") or 0),
+                "reason": str(entry.get("reason", ""))[:32],
+            }
+            row, created = DeniedAttempt.objects.get_or_create(
+                **key, defaults={"source": entry.get("source", ""), "first_at": at, "last_at": at, "count": 1}
+            )
+            if not created:
+                DeniedAttempt.objects.filter(pk=row.pk).update(count=F("count") + 1, last_at=at)
+            changed[row.pk] = row
+    for row in DeniedAttempt.objects.filter(pk__in=changed):
+        events.publish("egress.denied", serialize_denied(row), sandbox_id=row.sandbox_id or None)
+    return len(entries)
+
+
+def serialize_denied(row: DeniedAttempt) -> dict[str, Any]:
+    return {
+        "sandboxId": row.sandbox_id or None,
+        "source": row.source,
+        "host": row.host,
+        "port": row.port,
+        "reason": row.reason,
+        "count": row.count,
+        "firstAt": row.first_at.isoformat(),
+        "lastAt": row.last_at.isoformat(),
+    }
+
+
+def list_denied(sandbox_id: str | None = None, limit: int = 100) -> list[DeniedAttempt]:
+    collect_denied()
+    rows = DeniedAttempt.objects.all()
+    if sandbox_id:
+        rows = rows.filter(sandbox_id=sandbox_id)
+    return list(rows[:limit])
+
+
+@transaction.atomic
+def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> dict[str, Any]:
+    """The one-click allow: add host to the allowlist (or to one sandbox's own list)."""
+    document = config.get_settings()["egress"]
+    if sandbox_id:
+        from sandboxes.services import get_sandbox
+
+        get_sandbox(sandbox_id)
+        hosts = document["sandboxAllow"].get(sandbox_id, [])
+        patch = {"egress": {"sandboxAllow": {sandbox_id: sorted({*hosts, host})}}}
+        key, params = "egress.allowed_for_sandbox", {"host": host, "sandbox": sandbox_id}
+    else:
+        patch = (
+            {"egress": {"allowlist": [*document["allowlist"], host]}}
+            if host not in document["allowlist"]
+            else {}
+        )
+        key, params = "egress.allowed", {"host": host}
+    if patch:
+        config.update_settings(patch, actor=actor)
+    DeniedAttempt.objects.filter(host=host, **({"sandbox_id": sandbox_id} if sandbox_id else {})).delete()
+    activity.record(key, params, actor=actor, sandbox_id=sandbox_id)
+    transaction.on_commit(lambda: sync(wait=True))
+    return {"host": host, "sandboxId": sandbox_id, "allowlist": config.get_settings()["egress"]["allowlist"]}
+
+
+def watch_proxy() -> None:
+    from egress.container import ensure_proxy, proxy_status
+    from sandboxes.choices import SandboxState
+    from sandboxes.models import Sandbox
+
+    if not enforced():
+        return
+    needed = Sandbox.objects.filter(network=NetworkMode.EGRESS, state=SandboxState.RUNNING).exists()
+    if needed and not proxy_status()["running"]:
+        logger.warning("the egress proxy is down: starting it again")
+        ensure_proxy()

@@ -1,0 +1,28 @@
+"""The egress proxy's item on the setup checklist."""
+
+from typing import Any
+
+from django.utils.translation import gettext_lazy as _
+
+from cocoon.errors import interpolate_lazy
+from cocoon.setup import register_check
+from egress import services
+
+
+@register_check("egressProxy", _("Egress proxy"))
+def _egress_proxy() -> tuple[bool, Any]:
+    try:
+        if not services.enforced():
+            return True, _("Egress is configured but not enforced by this driver.")
+        from egress.container import proxy_status
+
+        status = proxy_status()
+    except Exception as error:  # engine down: say so instead of failing the list
+        return False, str(error)
+    if not status["running"]:
+        return False, _("The egress proxy is not running; it starts with the first egress sandbox.")
+    if status["policyVersion"] is not None and status["acknowledgedVersion"] != status["policyVersion"]:
+        return False, _("The egress proxy has not loaded the current policy yet.")
+    return True, interpolate_lazy(
+        _("Running, policy version %(version)s."), {"version": status["policyVersion"]}
+    )

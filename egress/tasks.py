@@ -1,0 +1,14 @@
+import logging
+
+from celery import shared_task
+
+from egress import services
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(ignore_result=True)
+def tick() -> None:
+    """Collect denied attempts; bring the proxy back if it is down while egress sandboxes need it."""
+    services.collect_denied()
+    services.watch_proxy()

@@ -1,0 +1,229 @@
+"""A recording stand-in for 'the internet' behind the egress proxy.
+
+A network namespace of our own with a public-looking address (the proxy refuses private ones),
+reached from containers exactly like a host on the internet. It serves HTTP on :80, HTTPS (a test
+CA's certificate for *.invalid names) on :443, and plain listeners on :22 and :8443; every request and
+connection is recorded, so a regression shows up as a recorded request, never as real egress.
+
+Run as a script inside the namespace: python upstream.py RECORD_FILE CERT KEY ADDRESS.
+"""
+
+import datetime
+import json
+import os
+import socket
+import socketserver
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+# Names the proxy is told (settings egress.hosts) to answer with the stand-in's address.
+NAMES = ["allowed.invalid", "api.allowed.invalid", "denied.invalid", "llm.invalid", "evilallowed.invalid"]
+STANDIN_KEY = "real-upstream-key-0123456789abcdef"
+
+
+class Recorder(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    record_file = ""
+    lock = threading.Lock()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _record(self) -> None:
+        entry = {
+            "port": self.server.server_address[1],
+            "method": self.command,
+            "path": self.path,
+            "headers": [[name.lower(), value] for name, value in self.headers.items()],
+            "at": time.time(),
+        }
+        with self.lock, open(self.record_file, "a") as file:
+            file.write(json.dumps(entry) + "\n")
+
+    def _send(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        self._record()
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        keys = [self.headers.get("x-api-key"), (self.headers.get("authorization") or "")[7:]]
+        if self.path.endswith("/models"):
+            if STANDIN_KEY not in keys:
+                self._send(401, b'{"error": "bad key"}', "application/json")
+            else:
+                self._send(
+                    200, json.dumps({"data": [{"id": "standin-large"}, {"id": "standin-small"}]}).encode()
+                )
+            return
+        if self.path.endswith("/sse"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for number in range(4):
+                self.wfile.write(f"data: {number} {time.time()}\n\n".encode())
+                self.wfile.flush()
+                time.sleep(0.5)
+            self.close_connection = True
+            return
+        self._send(200, f"upstream {self.headers.get('Host')} {self.path}".encode())
+
+    do_POST = do_GET
+
+
+class Threading(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def serve(record_file: str, cert: str, key: str, address: str) -> None:
+    Recorder.record_file = record_file
+    plain = Threading((address, 80), Recorder)
+    secure = Threading((address, 443), Recorder)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    secure.socket = context.wrap_socket(secure.socket, server_side=True)
+    others = [Threading((address, port), Recorder) for port in (22, 8443)]
+    for server in [secure, *others]:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    plain.serve_forever()
+
+
+# -- the pytest side ------------------------------------------------------------------------------
+
+
+@dataclass
+class Upstream:
+    address: str
+    ca_pem: str
+    record_file: Path
+
+    def requests(self) -> list[dict[str, Any]]:
+        try:
+            lines = self.record_file.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in lines]
+
+    def clear(self) -> None:
+        self.record_file.write_text("")
+
+
+def make_certificates(folder: Path) -> tuple[str, Path, Path]:
+    """A test CA and a server certificate for NAMES (and their subdomains); returns the CA's PEM."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cocoon test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    names = [x509.DNSName(name) for name in NAMES] + [x509.DNSName(f"*.{name}") for name in NAMES]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, NAMES[0])]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "server.pem", folder / "server.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return ca.public_bytes(serialization.Encoding.PEM).decode(), cert_path, key_path
+
+
+@contextmanager
+def public_upstream(folder: Path) -> Iterator[Upstream]:
+    """The stand-in in its own namespace at 11.<n>.77.2 (global by Python's ipaddress, routed only to
+    our veth)."""
+    tag = os.getpid() % 250
+    namespace, host_side = f"cocoontest-up-{os.getpid()}", f"ccu{os.getpid() % 100000}h"
+    subnet = f"11.{tag}.77"
+
+    def ip(*args: str, check: bool = True) -> None:
+        subprocess.run(["ip", *args], check=check, capture_output=True)
+
+    ca_pem, cert, key = make_certificates(folder)
+    record_file = folder / "requests.jsonl"
+    record_file.write_text("")
+    ip("netns", "add", namespace)
+    server = None
+    try:
+        ip("link", "add", host_side, "type", "veth", "peer", "name", "eth0", "netns", namespace)
+        ip("addr", "add", f"{subnet}.1/30", "dev", host_side)
+        ip("link", "set", host_side, "up")
+        ip("-n", namespace, "addr", "add", f"{subnet}.2/30", "dev", "eth0")
+        ip("-n", namespace, "link", "set", "eth0", "up")
+        ip("-n", namespace, "link", "set", "lo", "up")
+        ip("-n", namespace, "route", "add", "default", "via", f"{subnet}.1")
+        server = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                namespace,
+                sys.executable,
+                __file__,
+                str(record_file),
+                str(cert),
+                str(key),
+            ]
+            + [f"{subnet}.2"]
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection((f"{subnet}.2", 80), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        record_file.write_text("")
+        yield Upstream(f"{subnet}.2", ca_pem, record_file)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+        ip("link", "del", host_side, check=False)
+        ip("netns", "del", namespace, check=False)
+
+
+if __name__ == "__main__":
+    serve(*sys.argv[1:5])

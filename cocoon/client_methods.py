@@ -62,10 +62,12 @@ class Methods:
         profile: str,
         prompt: str | None = None,
         env: dict | None = None,
+        providers: list | None = None,
+        model: str | None = None,
         cols: int | None = None,
         rows: int | None = None,
     ) -> Any:
-        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt. Secrets of the profile reach it through a private env file."""
+        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders."""
         return self.call(
             "agent.spawn",
             _params(
@@ -74,6 +76,8 @@ class Methods:
                     "profile": profile,
                     "prompt": prompt,
                     "env": env,
+                    "providers": providers,
+                    "model": model,
                     "cols": cols,
                     "rows": rows,
                 }
@@ -83,6 +87,18 @@ class Methods:
     def agent_wait(self, *, agent_id: str, until: list, timeout_s: float) -> Any:
         """Block (bounded by timeoutS) until the agent reaches one of the statuses."""
         return self.call("agent.wait", _params({"agentId": agent_id, "until": until, "timeoutS": timeout_s}))
+
+    def egress_allow(self, *, host: str, sandbox_id: str | None = None) -> Any:
+        """Allow a host (the one-click allow of a denied attempt): for every sandbox, or only for sandboxId. Takes effect at once, without restarting anything."""
+        return self.call("egress.allow", _params({"host": host, "sandboxId": sandbox_id}))
+
+    def egress_denied(self, *, sandbox_id: str | None = None, limit: int | None = None) -> Any:
+        """Recent attempts the egress proxy refused (per sandbox, host, port and reason, counted)."""
+        return self.call("egress.denied", _params({"sandboxId": sandbox_id, "limit": limit}))
+
+    def egress_status(self) -> Any:
+        """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all."""
+        return self.call("egress.status", _params({}))
 
     def files_delete(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
         """Delete a file, a symlink (not its target) or a folder (recursive for a non-empty one)."""
@@ -160,6 +176,18 @@ class Methods:
     def image_status(self) -> Any:
         """The sandbox image variants and whether they are built."""
         return self.call("image.status", _params({}))
+
+    def providers_list(self) -> Any:
+        """Model providers: the built-in anthropic and openai plus settings.providers, and whether each one's secret is set (never the value)."""
+        return self.call("providers.list", _params({}))
+
+    def providers_test(
+        self, *, provider_id: str | None = None, provider: dict | None = None, key: str | None = None
+    ) -> Any:
+        """Check a provider from the server: reachability, auth and its model list. Give providerId for a saved one, or provider (and key) for input not saved yet."""
+        return self.call(
+            "providers.test", _params({"providerId": provider_id, "provider": provider, "key": key})
+        )
 
     def sandbox_apply_patch(
         self, *, sandbox_id: str, patch: str, check: bool | None = None, three_way: bool | None = None
@@ -379,10 +407,12 @@ class AsyncMethods:
         profile: str,
         prompt: str | None = None,
         env: dict | None = None,
+        providers: list | None = None,
+        model: str | None = None,
         cols: int | None = None,
         rows: int | None = None,
     ) -> Any:
-        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt. Secrets of the profile reach it through a private env file."""
+        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders."""
         return await self.call(
             "agent.spawn",
             _params(
@@ -391,6 +421,8 @@ class AsyncMethods:
                     "profile": profile,
                     "prompt": prompt,
                     "env": env,
+                    "providers": providers,
+                    "model": model,
                     "cols": cols,
                     "rows": rows,
                 }
@@ -402,6 +434,18 @@ class AsyncMethods:
         return await self.call(
             "agent.wait", _params({"agentId": agent_id, "until": until, "timeoutS": timeout_s})
         )
+
+    async def egress_allow(self, *, host: str, sandbox_id: str | None = None) -> Any:
+        """Allow a host (the one-click allow of a denied attempt): for every sandbox, or only for sandboxId. Takes effect at once, without restarting anything."""
+        return await self.call("egress.allow", _params({"host": host, "sandboxId": sandbox_id}))
+
+    async def egress_denied(self, *, sandbox_id: str | None = None, limit: int | None = None) -> Any:
+        """Recent attempts the egress proxy refused (per sandbox, host, port and reason, counted)."""
+        return await self.call("egress.denied", _params({"sandboxId": sandbox_id, "limit": limit}))
+
+    async def egress_status(self) -> Any:
+        """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all."""
+        return await self.call("egress.status", _params({}))
 
     async def files_delete(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
         """Delete a file, a symlink (not its target) or a folder (recursive for a non-empty one)."""
@@ -485,6 +529,18 @@ class AsyncMethods:
     async def image_status(self) -> Any:
         """The sandbox image variants and whether they are built."""
         return await self.call("image.status", _params({}))
+
+    async def providers_list(self) -> Any:
+        """Model providers: the built-in anthropic and openai plus settings.providers, and whether each one's secret is set (never the value)."""
+        return await self.call("providers.list", _params({}))
+
+    async def providers_test(
+        self, *, provider_id: str | None = None, provider: dict | None = None, key: str | None = None
+    ) -> Any:
+        """Check a provider from the server: reachability, auth and its model list. Give providerId for a saved one, or provider (and key) for input not saved yet."""
+        return await self.call(
+            "providers.test", _params({"providerId": provider_id, "provider": provider, "key": key})
+        )
 
     async def sandbox_apply_patch(
         self, *, sandbox_id: str, patch: str, check: bool | None = None, three_way: bool | None = None

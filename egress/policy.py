@@ -41,7 +41,8 @@ def build() -> dict[str, Any]:
     from sandboxes.models import Sandbox
 
     document = config.get_settings()
-    internal = get_driver().network_name(NetworkMode.EGRESS)
+    driver = get_driver()
+    internal = driver.network_name(NetworkMode.EGRESS)
     sandboxes: dict[str, Any] = {}
     grants: dict[str, list[str]] = {}
     for sandbox_id, provider in ProviderGrant.objects.values_list("sandbox_id", "provider"):
@@ -63,6 +64,8 @@ def build() -> dict[str, Any]:
             routes[provider_id] = {
                 **{key: provider.get(key, "") for key in ("baseUrl", "auth", "header", "prefix", "secret")},
                 "key": providers.key_of(provider),
+                # The proxy's localhost is its own container; the provider meant the server.
+                "baseUrl": providers.reachable_base_url(provider["baseUrl"], driver.host_alias),
             }
     return {
         "allowlist": allowlist(document),

@@ -154,12 +154,29 @@ def _probe(provider: dict[str, Any], key: str) -> tuple[str, dict[str, str]]:
     return base, headers
 
 
+def _pinned(url: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """With a fixed answer in egress.hosts, dial that address, as the proxy would."""
+    parts = urlsplit(url)
+    address = config.get_settings()["egress"]["hosts"].get(parts.hostname or "")
+    if not address:
+        return url, headers
+    netloc = (f"[{address}]" if ":" in address else address) + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc)), headers | {"Host": parts.netloc}
+
+
+def _sni(url: str) -> dict[str, str]:
+    # The certificate is checked against the name, also when the address was pinned.
+    return {"sni_hostname": urlsplit(url).hostname or ""}
+
+
 def check_provider(provider: dict[str, Any], key: str | None = None) -> dict[str, Any]:
     """Reachability, auth and the model list, from the server. key overrides the stored secret
     (for input not saved yet)."""
     url, headers = _probe(provider, key if key is not None else key_of(provider))
     try:
-        response = httpx.get(url, headers=headers, timeout=TEST_TIMEOUT_S, verify=tls_context())
+        with httpx.Client(timeout=TEST_TIMEOUT_S, verify=tls_context()) as client:
+            pinned_url, pinned_headers = _pinned(url, headers)
+            response = client.get(pinned_url, headers=pinned_headers, extensions=_sni(url))
     except httpx.HTTPError as error:
         return {
             "ok": False,

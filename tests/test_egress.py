@@ -2,7 +2,12 @@
 for the internet (tests/upstream.py): allowlist, adversarial requests, denied log and one-click allow,
 the credential proxy and providers."""
 
+import itertools
 import json
+import secrets
+import socket
+import subprocess
+import threading
 import time
 
 import pytest
@@ -25,7 +30,7 @@ def egress(cocoond, sandbox_image, upstream):
     hosts = {name: upstream.address for name in NAMES} | {"private.invalid": "10.11.12.13"}
     cocoond.call(
         "settings.update",
-        {"egress": {"allowlist": ALLOWED + ["private.invalid"], "hosts": hosts, "caBundle": upstream.ca_pem}},
+        {"egress": {"allowlist": [*ALLOWED, "private.invalid"], "hosts": hosts, "caBundle": upstream.ca_pem}},
     )
     sandbox = cocoond.call("sandbox.create", {"network": "egress", "image": sandbox_image})
     yield sandbox
@@ -86,9 +91,9 @@ def test_a_denied_host_is_refused_recorded_and_allowed_with_one_call(cocoond, eg
     assert code == 403
     assert recorded(upstream) == []
     rows = wait_until(lambda: denied(cocoond, "denied.invalid"), timeout=10)
-    assert (
-        rows[0]["sandboxId"] == egress["id"] and rows[0]["port"] == 80 and rows[0]["reason"] == "not_allowed"
-    )
+    assert rows[0]["sandboxId"] == egress["id"]
+    assert rows[0]["port"] == 80
+    assert rows[0]["reason"] == "not_allowed"
 
     started = time.monotonic()
     cocoond.call("egress.allow", {"host": "denied.invalid", "sandboxId": egress["id"]})
@@ -98,12 +103,56 @@ def test_a_denied_host_is_refused_recorded_and_allowed_with_one_call(cocoond, eg
     assert denied(cocoond, "denied.invalid") == []
 
 
-def test_without_the_proxy_nothing_goes_out_and_no_lookup_leaves(cocoond, egress, upstream):
+def test_without_the_proxy_nothing_goes_out(cocoond, egress, upstream):
     direct = sh(cocoond, egress, f"curl -sS --noproxy '*' --max-time 3 http://{upstream.address}/direct")
     assert direct["exitCode"] != 0
-    lookup = sh(cocoond, egress, "getent hosts example.com || echo no-answer")
-    assert "no-answer" in lookup["stdout"]
     assert recorded(upstream, path="/direct") == []
+
+
+def _uplink() -> str:
+    """The host's interface towards its resolvers and the world (the default route's)."""
+    route = subprocess.run(
+        ["ip", "-j", "route", "show", "default"], capture_output=True, text=True, check=True
+    )
+    return json.loads(route.stdout)[0]["dev"]
+
+
+def _sniff(interface: str, label: bytes, seen: list, stop: threading.Event) -> None:
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003)) as raw:
+        raw.bind((interface, 0))
+        raw.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                if label in raw.recv(65535):
+                    seen.append(label)
+            except TimeoutError:
+                continue
+
+
+def lookup_leaves(cocoond, sandbox) -> bool:
+    """Whether a lookup of a fresh external name from the sandbox shows up on the host's uplink."""
+    label = f"cocoonleak{secrets.token_hex(6)}"
+    seen, stop = [], threading.Event()
+    sniffer = threading.Thread(target=_sniff, args=(_uplink(), label.encode(), seen, stop))
+    sniffer.start()
+    try:
+        time.sleep(0.3)
+        sh(cocoond, sandbox, f"getent hosts {label}.example.com; true")
+        time.sleep(1)
+    finally:
+        stop.set()
+        sniffer.join()
+    return bool(seen)
+
+
+def test_no_name_lookup_leaves_the_machine_from_an_egress_sandbox(cocoond, egress, sandbox_image):
+    opened = cocoond.call("sandbox.create", {"network": "open", "image": sandbox_image})
+    try:
+        # The control: from an open sandbox the same kind of lookup does reach the host's resolvers.
+        assert lookup_leaves(cocoond, opened)
+    finally:
+        cocoond.post("sandbox.delete", {"sandboxId": opened["id"]})
+    assert not lookup_leaves(cocoond, egress)
 
 
 @pytest.mark.parametrize(
@@ -140,7 +189,8 @@ def test_connect_refusals(cocoond, egress, upstream, target, reason):
         # The Host header names another site than the request line.
         "GET http://allowed.invalid/x HTTP/1.1\\r\\nHost: denied.invalid\\r\\n\\r\\n",
         # Two Host headers.
-        "GET http://allowed.invalid/x HTTP/1.1\\r\\nHost: allowed.invalid\\r\\nHost: denied.invalid\\r\\n\\r\\n",
+        "GET http://allowed.invalid/x HTTP/1.1\\r\\nHost: allowed.invalid\\r\\n"
+        "Host: denied.invalid\\r\\n\\r\\n",
         # userinfo tricks.
         "GET http://allowed.invalid@denied.invalid/x HTTP/1.1\\r\\nHost: denied.invalid\\r\\n\\r\\n",
         "CONNECT allowed.invalid@denied.invalid:443 HTTP/1.1\\r\\n\\r\\n",
@@ -169,7 +219,8 @@ def test_mixed_case_and_trailing_dot_are_the_same_allowed_host(cocoond, egress, 
     assert answer.startswith("HTTP/1.0 200") or answer.startswith("HTTP/1.1 200"), answer
     [request] = recorded(upstream, path="/case")
     names = {name for name, _ in request["headers"]}
-    assert "x-forwarded-for" not in names and "forwarded" not in names
+    assert "x-forwarded-for" not in names
+    assert "forwarded" not in names
     assert dict(request["headers"])["host"] == "allowed.invalid"
 
 
@@ -205,7 +256,8 @@ def test_an_unknown_source_is_refused(cocoond, egress, upstream, docker_client, 
 
 def test_policy_changes_are_acknowledged_within_a_second(cocoond, egress):
     before = cocoond.call("egress.status")
-    assert before["running"] and before["acknowledgedVersion"] == before["policyVersion"]
+    assert before["running"]
+    assert before["acknowledgedVersion"] == before["policyVersion"]
     started = time.monotonic()
     cocoond.call("settings.update", {"egress": {"allowlist": [*ALLOWED, "private.invalid", "later.invalid"]}})
     after = wait_until(
@@ -228,3 +280,154 @@ def test_a_killed_proxy_is_restarted_and_the_checklist_shows_the_outage(cocoond,
         200,
         "upstream allowed.invalid /after-restart",
     )
+
+
+# -- the credential proxy ---------------------------------------------------------------------------
+
+STANDIN = {
+    "kind": "anthropic",
+    "baseUrl": "https://llm.invalid/api",
+    "secret": "STANDIN_SECRET",
+    "auth": "x-api-key",
+}
+
+
+@pytest.fixture(scope="module")
+def provider(cocoond, egress):
+    cocoond.call("settings.update", {"providers": {"standin": STANDIN}})
+    cocoond.call("secrets.set", {"name": "STANDIN_SECRET", "value": STANDIN_KEY})
+    yield "standin"
+    cocoond.post("secrets.delete", {"name": "STANDIN_SECRET"})
+
+
+def shell_agent(cocoond, sandbox, **params):
+    agent = cocoond.call("agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell", **params})
+    cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["idle"], "timeoutS": 20})
+    return agent
+
+
+def in_agent(cocoond, agent, sandbox, command, output):
+    """Run command in the agent's shell (where its env is) and return what it wrote to output."""
+    cocoond.call("agent.send_input", {"agentId": agent["id"], "text": f"{command}; touch {output}.done"})
+    wait_until(lambda: sh(cocoond, sandbox, f"test -e {output}.done")["exitCode"] == 0, timeout=20)
+    return sh(cocoond, sandbox, f"cat {output}")["stdout"]
+
+
+def test_the_credential_proxy_swaps_the_placeholder_for_the_real_key(
+    cocoond, egress, upstream, provider, docker_client
+):
+    upstream.clear()
+    agent = shell_agent(cocoond, egress, providers=[provider], model="standin-large")
+    env = in_agent(cocoond, agent, egress, "env | grep ^ANTHROPIC_ > /tmp/env.txt", "/tmp/env.txt")
+    placeholder = "cocoon_{token}_STANDIN_SECRET"
+    variables = dict(line.split("=", 1) for line in env.splitlines())
+    assert variables["ANTHROPIC_BASE_URL"] == "http://cocoon-proxy:8080/p-standin"
+    assert variables["ANTHROPIC_MODEL"] == "standin-large"
+    assert variables["ANTHROPIC_API_KEY"].startswith("cocoon_")
+    assert variables["ANTHROPIC_API_KEY"].endswith(placeholder.split("}")[1])
+
+    body = in_agent(
+        cocoond,
+        agent,
+        egress,
+        'curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -H "Authorization: Bearer $ANTHROPIC_API_KEY" '
+        '-H "X-Forwarded-For: 1.2.3.4" -d "{}" "$ANTHROPIC_BASE_URL/v1/messages" > /tmp/reply.txt',
+        "/tmp/reply.txt",
+    )
+    assert body == "upstream llm.invalid /api/v1/messages"
+    [request] = recorded(upstream, path="/api/v1/messages")
+    headers = dict(request["headers"])
+    assert headers["x-api-key"] == STANDIN_KEY
+    assert headers["host"] == "llm.invalid"
+    assert "authorization" not in headers
+    assert "x-forwarded-for" not in headers
+    assert request["port"] == 443  # TLS to the upstream, verified against the configured CA
+
+    # The real key is nowhere in the sandbox: not in any process's env or argv, files, or the container.
+    # (The key goes in on stdin: on grep's command line it would find itself.)
+    leak = sh(
+        cocoond,
+        egress,
+        "grep -rlsFf /dev/stdin /proc/[0-9]*/environ /proc/[0-9]*/cmdline /home /tmp /workspace /opt/cocoon;"
+        "true",
+        stdin=STANDIN_KEY,
+    )
+    assert leak["stdout"] == ""
+    container = docker_client.containers.get(f"{cocoond.instance}-{egress['id']}")
+    assert STANDIN_KEY not in json.dumps(container.attrs)
+
+
+def test_placeholders_work_only_from_their_own_sandbox_with_a_grant(
+    cocoond, egress, upstream, provider, sandbox_image
+):
+    upstream.clear()
+    mine = shell_agent(cocoond, egress, providers=[provider])
+    key = in_agent(cocoond, mine, egress, "echo $ANTHROPIC_API_KEY > /tmp/key.txt", "/tmp/key.txt").strip()
+    other = cocoond.call("sandbox.create", {"network": "egress", "image": sandbox_image})
+    try:
+        request = "curl -sS -H 'x-api-key: {key}' http://cocoon-proxy:8080/p-standin/v1/models"
+        no_grant = sh(cocoond, other, request.format(key=key))["stdout"]
+        assert json.loads(no_grant)["error"]["code"] == "no_grant"
+        shell_agent(cocoond, other, providers=[provider])
+        stolen = sh(cocoond, other, request.format(key=key))["stdout"]
+        assert json.loads(stolen)["error"]["code"] == "bad_placeholder"
+        forged = sh(cocoond, egress, request.format(key="cocoon_0000_STANDIN_SECRET"))["stdout"]
+        assert json.loads(forged)["error"]["code"] == "bad_placeholder"
+    finally:
+        cocoond.post("sandbox.delete", {"sandboxId": other["id"]})
+    assert recorded(upstream) == []
+    reasons = {row["reason"] for row in cocoond.call("egress.denied") if row["host"] == "p-standin"}
+    assert {"no_grant", "bad_placeholder"} <= reasons
+
+
+def test_server_sent_events_stream_through_the_credential_proxy(cocoond, egress, upstream, provider):
+    agent = shell_agent(cocoond, egress, providers=[provider])
+    lines = in_agent(
+        cocoond,
+        agent,
+        egress,
+        'curl -sSN -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/sse" '
+        '| while read -r line; do [ -n "$line" ] && echo "$(date +%s.%N) $line"; done > /tmp/sse.txt',
+        "/tmp/sse.txt",
+    ).splitlines()
+    assert len(lines) == 4
+    arrived = [float(line.split()[0]) for line in lines]
+    # Sent 0.5 s apart: unbuffered, they arrive spread out as well, not all at the end.
+    assert arrived[-1] - arrived[0] > 1.0
+    assert all(later - earlier > 0.2 for earlier, later in itertools.pairwise(arrived))
+
+
+def test_providers_test_tells_good_wrong_key_and_unreachable_apart(cocoond, upstream, provider):
+    good = cocoond.call("providers.test", {"providerId": provider})
+    assert good["ok"]
+    assert good["result"] == "ok"
+    assert good["models"] == ["standin-large", "standin-small"]
+
+    # Unsaved input: the same provider with another key, and one nobody answers.
+    wrong = cocoond.call("providers.test", {"provider": STANDIN, "key": "wrong-key"})
+    assert (wrong["ok"], wrong["result"], wrong["status"]) == (False, "unauthorized", 401)
+    unreachable = cocoond.call(
+        "providers.test", {"provider": {**STANDIN, "baseUrl": "https://127.0.0.1:9"}, "key": "x"}
+    )
+    assert (unreachable["ok"], unreachable["result"]) == (False, "unreachable")
+    assert len({good["message"], wrong["message"], unreachable["message"]}) == 3
+
+    german = cocoond.post(
+        "providers.test", {"provider": STANDIN, "key": "wrong-key"}, headers={"x-cocoon-lang": "de"}
+    ).json()["result"]
+    assert german["message"] != wrong["message"]
+    assert "Schlüssel" in german["message"]
+
+
+def test_spawn_with_an_unknown_provider_or_a_missing_secret_is_refused(cocoond, egress):
+    unknown = cocoond.post(
+        "agent.spawn", {"sandboxId": egress["id"], "profile": "shell", "providers": ["nope"]}
+    )
+    assert unknown.json()["error"]["code"] == "invalid_params"
+    assert unknown.json()["error"]["details"]["fields"][0]["path"] == "providers.0"
+    cocoond.call("settings.update", {"providers": {"nokey": {**STANDIN, "secret": "NOT_SET_ANYWHERE"}}})
+    missing = cocoond.post(
+        "agent.spawn", {"sandboxId": egress["id"], "profile": "shell", "providers": ["nokey"]}
+    )
+    assert missing.json()["error"]["code"] == "invalid_params"
+    assert "NOT_SET_ANYWHERE" in missing.json()["error"]["details"]["fields"][0]["message"]

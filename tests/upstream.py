@@ -56,7 +56,7 @@ class Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+    def do_GET(self) -> None:
         self._record()
         length = int(self.headers.get("Content-Length") or 0)
         if length:
@@ -83,7 +83,7 @@ class Recorder(BaseHTTPRequestHandler):
             return
         self._send(200, f"upstream {self.headers.get('Host')} {self.path}".encode())
 
-    do_POST = do_GET
+    do_POST = do_GET  # noqa: N815 - the http.server API
 
 
 class Threading(socketserver.ThreadingMixIn, socketserver.TCPServer):
@@ -192,20 +192,8 @@ def public_upstream(folder: Path) -> Iterator[Upstream]:
         ip("-n", namespace, "link", "set", "eth0", "up")
         ip("-n", namespace, "link", "set", "lo", "up")
         ip("-n", namespace, "route", "add", "default", "via", f"{subnet}.1")
-        server = subprocess.Popen(
-            [
-                "ip",
-                "netns",
-                "exec",
-                namespace,
-                sys.executable,
-                __file__,
-                str(record_file),
-                str(cert),
-                str(key),
-            ]
-            + [f"{subnet}.2"]
-        )
+        command = [sys.executable, __file__, str(record_file), str(cert), str(key), f"{subnet}.2"]
+        server = subprocess.Popen(["ip", "netns", "exec", namespace, *command])
         deadline = time.monotonic() + 10
         while True:
             try:

@@ -83,3 +83,64 @@ def test_codex_reports_done_through_notify(toolbox_cocoond, stage):
     assert done["statusSource"] == "hook"
     assert any(request["path"].endswith("/responses") for request in llm.requests)
     assert "Hello from the OpenAI stand-in." in screen
+
+
+@pytest.mark.e2e
+def test_claude_code_in_an_egress_sandbox_talks_through_the_credential_proxy(
+    toolbox_cocoond, docker_client, sandbox_image
+):
+    """The real CLI gets only a placeholder and the proxy's route; the stand-in (reached by the proxy on
+    its outbound network) receives the real key."""
+    cocoond = toolbox_cocoond
+    first = cocoond.call("sandbox.create", {"network": "egress", "image": sandbox_image})  # starts the proxy
+    outbound = docker_client.networks.get(f"{cocoond.instance}-outbound")
+    llm = AnthropicStandIn(outbound.attrs["IPAM"]["Config"][0]["Gateway"])
+    real_key = "real-anthropic-key-0123456789abcdefghij"
+    cocoond.call(
+        "settings.update",
+        {
+            "providers": {
+                "company": {
+                    "kind": "anthropic",
+                    "baseUrl": llm.url,
+                    "secret": "COMPANY_KEY",
+                    "auth": "x-api-key",
+                }
+            }
+        },
+    )
+    cocoond.call("secrets.set", {"name": "COMPANY_KEY", "value": real_key})
+    sandbox = cocoond.call("sandbox.create", {"network": "egress", "image": sandbox_image})
+    try:
+        agent = cocoond.call(
+            "agent.spawn",
+            {
+                "sandboxId": sandbox["id"],
+                "profile": "claude-code",
+                "prompt": "Say hello.",
+                "providers": ["company"],
+            },
+        )
+        done, screen = wait(cocoond, agent, "done", llm)
+        assert done["statusSource"] == "hook"
+        assert "Hello from the stand-in." in screen
+        keys = {
+            request["headers"].get("x-api-key") or request["headers"].get("X-Api-Key")
+            for request in llm.requests
+        }
+        assert keys == {real_key}
+        leak = cocoond.call(
+            "sandbox.exec",
+            {
+                "sandboxId": sandbox["id"],
+                "command": ["sh", "-c", "grep -rlsFf /dev/stdin /proc/[0-9]*/environ /home /tmp; true"],
+                "stdin": real_key,
+            },
+        )
+        assert leak["stdout"] == ""
+    finally:
+        for made in (first, sandbox):
+            cocoond.post("sandbox.delete", {"sandboxId": made["id"]})
+        cocoond.post("secrets.delete", {"name": "COMPANY_KEY"})
+        cocoond.call("settings.reset", {"keys": ["providers"]})
+        llm.close()

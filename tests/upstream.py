@@ -70,6 +70,16 @@ class Recorder(BaseHTTPRequestHandler):
                     200, json.dumps({"data": [{"id": "standin-large"}, {"id": "standin-small"}]}).encode()
                 )
             return
+        if self.path.startswith("/bytes/"):  # a large body for throughput benchmarks
+            size = int(self.path.rsplit("/", 1)[1])
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            chunk = b"x" * 65536
+            while size > 0:
+                self.wfile.write(chunk[:size])
+                size -= len(chunk)
+            return
         if self.path.endswith("/sse"):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")

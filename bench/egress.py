@@ -1,0 +1,153 @@
+"""The egress proxy next to a direct connection, measured in the same run.
+
+A cocoond of its own, a recording stand-in 'internet' (tests/upstream.py: its own network namespace,
+TLS with a test CA), one egress sandbox (through the proxy) and one open sandbox (direct). Reports:
+
+- throughput of a --megabytes download over HTTPS: through the allowlist proxy (CONNECT) vs direct;
+- added latency: --requests sequential small HTTPS requests, each a new curl and connection;
+- SSE time to first byte through the credential proxy vs direct to the same upstream;
+- concurrent CONNECT tunnels held open at once (--tunnels, target 500) and how many failed.
+
+    .venv/bin/python bench/egress.py [--megabytes 200] [--requests 30] [--tunnels 500]
+"""
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.harness import cocoond, sandbox_image  # noqa: E402
+from tests.upstream import NAMES, STANDIN_KEY, public_upstream  # noqa: E402
+
+HOLD_S = 8
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--megabytes", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=30)
+    parser.add_argument("--tunnels", type=int, default=500)
+    args = parser.parse_args()
+
+    sandbox_image()
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        public_upstream(Path(folder)) as upstream,
+        cocoond() as server,
+    ):
+        server.call(
+            "settings.update",
+            {
+                "egress": {
+                    "allowlist": ["allowed.invalid", "llm.invalid"],
+                    "hosts": {name: upstream.address for name in NAMES},
+                    "caBundle": upstream.ca_pem,
+                },
+                "providers": {
+                    "standin": {
+                        "kind": "http",
+                        "baseUrl": "https://llm.invalid",
+                        "secret": "K",
+                        "auth": "bearer",
+                    }
+                },
+                "sandbox": {"maxLimits": {"cpus": 8, "memoryMb": 16384, "pids": 8192}},
+            },
+        )
+        server.call("secrets.set", {"name": "K", "value": STANDIN_KEY})
+        limits = {"cpus": 2, "memoryMb": 2048, "pids": 4096}
+        proxied = server.call("sandbox.create", {"network": "egress", "limits": limits})
+        direct = server.call("sandbox.create", {"network": "open", "limits": limits})
+
+        def sh(sandbox: dict, script: str, stdin: str | None = None) -> str:
+            params = {"sandboxId": sandbox["id"], "command": ["bash", "-c", script], "timeoutS": 600}
+            result = server.call("sandbox.exec", params | ({"stdin": stdin} if stdin else {}))
+            return result["stdout"]
+
+        for sandbox in (proxied, direct):
+            sh(sandbox, "cat > /tmp/ca.pem", stdin=upstream.ca_pem)
+        # The open sandbox resolves the stand-in's names by itself (what DNS would do).
+        pin = " ".join(f"--resolve {name}:443:{upstream.address}" for name in NAMES)
+        curl = {
+            proxied["id"]: "curl -sS --cacert /tmp/ca.pem",
+            direct["id"]: f"curl -sS --noproxy '*' --cacert /tmp/ca.pem {pin}",
+        }
+
+        def curl_in(sandbox: dict, arguments: str) -> str:
+            return sh(sandbox, f"{curl[sandbox['id']]} {arguments}")
+
+        size = args.megabytes * 1024 * 1024
+        speed = {}
+        for name, sandbox in (("proxy", proxied), ("direct", direct)):
+            runs = [
+                float(
+                    curl_in(
+                        sandbox, f"-o /dev/null -w '%{{speed_download}}' https://allowed.invalid/bytes/{size}"
+                    )
+                )
+                for _ in range(3)
+            ]
+            speed[name] = statistics.median(runs) / 1e6
+        print(
+            f"throughput  proxy {speed['proxy']:.0f} MB/s  direct {speed['direct']:.0f} MB/s  "
+            f"ratio {speed['proxy'] / speed['direct']:.2f}x"
+        )
+
+        latency = {}
+        timed = "-o /dev/null -w '%{time_total}\\n' https://allowed.invalid/small"
+        loop = f"for i in $(seq {args.requests}); do {{curl}} {timed}; done"
+        for name, sandbox in (("proxy", proxied), ("direct", direct)):
+            out = sh(sandbox, loop.format(curl=curl[sandbox["id"]]))
+            latency[name] = statistics.median(float(line) for line in out.split()) * 1000
+        print(
+            f"request     proxy {latency['proxy']:.1f} ms  direct {latency['direct']:.1f} ms  "
+            f"added {latency['proxy'] - latency['direct']:.1f} ms  "
+            f"ratio {latency['proxy'] / latency['direct']:.2f}x"
+        )
+
+        agent = server.call(
+            "agent.spawn", {"sandboxId": proxied["id"], "profile": "shell", "providers": ["standin"]}
+        )
+        server.call("agent.wait", {"agentId": agent["id"], "until": ["idle"], "timeoutS": 20})
+        server.call("agent.send_input", {"agentId": agent["id"], "text": "echo $STANDIN_API_KEY > /tmp/key"})
+        placeholder = sh(proxied, "sleep 1; cat /tmp/key").strip()
+        ttfb = {}
+        first_byte = "-o /dev/null -w '%{time_starttransfer}\\n'"
+        sse = {
+            "credential proxy": (
+                proxied,
+                f"curl -sS -N -H 'Authorization: Bearer {placeholder}' {first_byte} "
+                "http://cocoon-proxy:8080/p-standin/sse",
+            ),
+            "direct": (
+                direct,
+                f"{curl[direct['id']]} -N -H 'Authorization: Bearer {STANDIN_KEY}' {first_byte} "
+                "https://llm.invalid/sse",
+            ),
+        }
+        for name, (sandbox, command) in sse.items():
+            out = sh(sandbox, f"for i in $(seq 10); do {command}; done")
+            ttfb[name] = statistics.median(float(line) for line in out.split()) * 1000
+        print(
+            f"SSE TTFB    credential proxy {ttfb['credential proxy']:.1f} ms  "
+            f"direct {ttfb['direct']:.1f} ms  ratio {ttfb['credential proxy'] / ttfb['direct']:.2f}x"
+        )
+
+        hold = (
+            "ok=0; for i in $(seq {n}); do ( exec 3<>/dev/tcp/cocoon-proxy/3128 || exit 1; "
+            "printf 'CONNECT allowed.invalid:80 HTTP/1.1\\r\\n\\r\\n' >&3; read -r -t 20 line <&3; "
+            "[[ $line == *' 200 '* ]] || exit 1; read -r -t {hold} rest <&3; exit 0 ) & done; "
+            "for job in $(jobs -p); do wait $job && ok=$((ok+1)); done; echo $ok"
+        )
+        held = int(sh(proxied, hold.format(n=args.tunnels, hold=HOLD_S)).strip() or 0)
+        print(f"tunnels     {held}/{args.tunnels} CONNECTs held open at once for {HOLD_S} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -99,6 +99,7 @@ class Recorder(BaseHTTPRequestHandler):
 class Threading(socketserver.ThreadingMixIn, socketserver.TCPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024  # benchmarks open hundreds of connections at once
 
 
 def serve(record_file: str, cert: str, key: str, address: str) -> None:

@@ -1,0 +1,279 @@
+"""Tasks and schedules (SPEC §7): real sandboxes, shell agents doing real work, a clock of the test's own.
+
+The RPC tests run against a live cocoond, whose embedded Celery worker drives the runs. The schedule
+tests call the tick with a `now` of their own in this process, and drive runs with the same function
+the Celery task calls, so minutes pass without sleeping.
+"""
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.conftest import wait_until
+
+REPORT = (
+    'printf \'%s\' \'{"ok": OK, "summary": "SUMMARY", "autoClose": CLOSE}\' > "$COCOON_REPORT_FILE"; exit'
+)
+
+
+def report_step(ok=True, close=True, summary="all good"):
+    command = REPORT.replace("OK", json.dumps(ok)).replace("CLOSE", json.dumps(close))
+    return {"profile": "shell", "prompt": command.replace("SUMMARY", summary), "timeoutS": 60}
+
+
+def shell_task(*steps, **extra):
+    return {"prompt": "test task", "sandbox": {"network": "none"}, "workflow": list(steps), **extra}
+
+
+def settled(cocoond, task_id, timeout=90):
+    """The task once it has left queued/running."""
+
+    def check():
+        task = cocoond.call("task.get", {"taskId": task_id})
+        return task if task["status"] not in {"queued", "running"} else None
+
+    return wait_until(check, timeout=timeout, interval=0.5)
+
+
+def error_of(response):
+    assert response.status_code >= 400, response.text
+    return response.json()["error"]
+
+
+# -- tasks over RPC ------------------------------------------------------------------------------------
+
+
+def test_a_two_step_workflow_ends_done_with_its_sandbox_gone_and_the_diff_kept(cocoond, sandbox_image):
+    write = {"profile": "shell", "prompt": "echo hello from step {{step}} > greeting.txt; exit"}
+    task = cocoond.call("task.create", shell_task(write, report_step()))
+    assert task["id"].startswith("tk_")
+    assert task["status"] == "queued"
+
+    done = settled(cocoond, task["id"])
+    assert done["status"] == "done", done
+    assert done["report"] == {"ok": True, "summary": "all good", "autoClose": True}
+    assert [step["status"] for step in done["steps"]] == ["done", "done"]
+    assert len(set(done["agentIds"])) == 2
+    assert [entry["path"] for entry in done["diff"]["files"]] == ["greeting.txt"]
+    assert "+hello from step 1" in done["diff"]["patch"]
+    assert ".cocoon" not in done["diff"]["patch"]  # the report is not part of the work
+    sandboxes = {sandbox["id"] for sandbox in cocoond.call("sandbox.list")}
+    assert done["sandboxId"] not in sandboxes
+    listed = cocoond.call("task.list", {"status": ["done"]})
+    assert done["id"] in [entry["id"] for entry in listed]
+    assert all("patch" not in (entry["diff"] or {}) for entry in listed)
+
+
+def test_a_failed_report_goes_to_review_with_a_notification_and_approve_closes_it(cocoond, sandbox_image):
+    with cocoond.ws() as ws:
+        ws.call("events.subscribe", {"types": ["task.updated", "activity"]})
+        task = cocoond.call(
+            "task.create",
+            shell_task(report_step(ok=False, close=True, summary="tests fail"), title="review me"),
+        )
+        review = settled(cocoond, task["id"])
+        assert review["status"] == "review", review
+        assert review["sandboxId"] in {sandbox["id"] for sandbox in cocoond.call("sandbox.list")}
+
+        seen = []
+        while not any(e["type"] == "activity" and e["data"]["key"] == "task.review" for e in seen):
+            seen.append(ws.next_event(timeout=10)["event"])
+        notification = next(e for e in seen if e["type"] == "activity" and e["data"]["key"] == "task.review")
+        assert notification["data"]["params"] == {"task": task["id"], "summary": "tests fail"}
+        assert "needs a review" in notification["data"]["message"]
+        statuses = [e["data"]["status"] for e in seen if e["type"] == "task.updated"]
+        assert statuses[-1] == "review"
+
+    approved = cocoond.call("task.approve", {"taskId": task["id"]})
+    assert approved["status"] == "done"
+    assert review["sandboxId"] not in {sandbox["id"] for sandbox in cocoond.call("sandbox.list")}
+    again = cocoond.post("task.approve", {"taskId": task["id"]})
+    assert error_of(again)["code"] == "conflict"
+
+
+def test_reject_closes_a_task_in_review(cocoond, sandbox_image):
+    task = cocoond.call("task.create", shell_task(report_step(ok=True, close=False)))
+    assert settled(cocoond, task["id"])["status"] == "review"
+    rejected = cocoond.call("task.reject", {"taskId": task["id"]})
+    assert (rejected["status"], rejected["reasonCode"]) == ("cancelled", "rejected")
+    assert rejected["finishedAt"] is not None
+
+
+def shell(prompt, **extra):
+    return {"profile": "shell", "prompt": prompt, **extra}
+
+
+@pytest.mark.parametrize(
+    ("step", "code", "text", "step_status"),
+    [
+        (shell("echo not json > $COCOON_REPORT_FILE; exit"), "report_not_json", "not valid JSON", "done"),
+        (shell("echo '{\"ok\": 1}' > $COCOON_REPORT_FILE; exit"), "report_invalid", "schema", "done"),
+        (shell("exit"), "no_report", "wrote no report", "done"),
+        (shell("exit 7"), "step_exit", "exited with code 7", "failed"),
+        (shell("sleep 60", timeoutS=3), "step_timeout", "within 3 s", "failed"),
+    ],
+)
+def test_a_run_that_goes_wrong_ends_failed_with_the_reason(
+    cocoond, sandbox_image, step, code, text, step_status
+):
+    task = cocoond.call("task.create", shell_task(step))
+    failed = settled(cocoond, task["id"])
+    assert (failed["status"], failed["reasonCode"]) == ("failed", code), failed
+    assert text in failed["reason"]
+    assert failed["steps"][0]["status"] == step_status
+    assert failed["sandboxId"] in {sandbox["id"] for sandbox in cocoond.call("sandbox.list")}  # for a look
+    cocoond.call("sandbox.delete", {"sandboxId": failed["sandboxId"]})
+
+
+def test_cancel_stops_a_running_task_and_its_agent(cocoond, sandbox_image):
+    task = cocoond.call("task.create", shell_task({"profile": "shell", "prompt": "sleep 300"}))
+    running = wait_until(
+        lambda: (t := cocoond.call("task.get", {"taskId": task["id"]}))["agentIds"] and t, timeout=60
+    )
+    cancelled = cocoond.call("task.cancel", {"taskId": task["id"]})
+    assert (cancelled["status"], cancelled["reasonCode"]) == ("cancelled", "cancelled")
+    agent = cocoond.call("agent.get", {"agentId": running["agentIds"][0]})
+    assert agent["status"] == "exited"
+    assert error_of(cocoond.post("task.cancel", {"taskId": task["id"]}))["code"] == "conflict"
+    cocoond.call("sandbox.delete", {"sandboxId": running["sandboxId"]})
+
+
+def with_step(**step):
+    return {"prompt": "x", "workflow": [{"profile": "shell"} | step]}
+
+
+def schedule(**fields):
+    return {"name": "bad", "cron": "@daily", "template": {"prompt": "x"}} | fields
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "path", "code"),
+    [
+        ("task.create", with_step(profile="nope"), "workflow.0.profile", "unknown_profile"),
+        ("task.create", with_step(prompt="{{nope}}"), "workflow.0.prompt", "unknown_placeholder"),
+        ("task.create", with_step(providers=["ghost"]), "workflow.0.providers.0", "unknown_provider"),
+        ("task.create", {"prompt": "x", "sandboxId": "sb_x", "sandbox": {}}, "sandbox", "conflict"),
+        ("task.create", {"prompt": ""}, "prompt", "minLength"),
+        ("schedule.create", schedule(cron="61 * * * *"), "cron", "invalid_cron"),
+        ("schedule.create", schedule(cron="* * *"), "cron", "invalid_cron"),
+        ("schedule.create", schedule(timezone="Mars/Olympus"), "timezone", "unknown_timezone"),
+        ("schedule.create", schedule(template=with_step(profile="x")), "template.workflow.0.profile",
+         "unknown_profile"),
+        ("schedule.preview", {"cron": "0 0 30 2 *"}, "cron", "invalid_cron"),
+        ("schedule.preview", {}, "cron", "required"),
+    ],
+)  # fmt: skip
+def test_bad_input_gets_a_clear_error_and_leaves_nothing_behind(cocoond, method, params, path, code):
+    tasks_before = len(cocoond.call("task.list"))
+    error = error_of(cocoond.post(method, params))
+    assert error["code"] == "invalid_params"
+    assert [(field["path"], field["code"]) for field in error["details"]["fields"]] == [(path, code)]
+    assert len(cocoond.call("task.list")) == tasks_before
+    assert "bad" not in [schedule["name"] for schedule in cocoond.call("schedule.list")]
+
+
+def test_errors_are_translated(cocoond):
+    response = cocoond.post(
+        "schedule.create", schedule(timezone="Mars/Olympus"), headers={"x-cocoon-lang": "de"}
+    )
+    assert error_of(response)["details"]["fields"][0]["message"] == "Unbekannte Zeitzone Mars/Olympus."
+    missing = cocoond.post("task.get", {"taskId": "tk_nothere"}, headers={"x-cocoon-lang": "de"})
+    assert error_of(missing) == {
+        "code": "not_found",
+        "message": "Die Aufgabe tk_nothere existiert nicht.",
+        "details": {},
+    }
+
+
+# -- schedules over RPC --------------------------------------------------------------------------------
+
+
+def test_preview_of_a_nightly_run_in_berlin_across_both_dst_changes(cocoond):
+    spring = cocoond.call(
+        "schedule.preview",
+        {"cron": "0 2 * * *", "timezone": "Europe/Berlin", "count": 3, "after": "2025-03-29T12:00:00Z"},
+    )
+    # 02:00 does not exist on 30 March: the run comes right after the jump, at 03:00 CEST.
+    assert spring["times"] == [
+        "2025-03-30T03:00:00+02:00",
+        "2025-03-31T02:00:00+02:00",
+        "2025-04-01T02:00:00+02:00",
+    ]
+    autumn = cocoond.call(
+        "schedule.preview",
+        {"cron": "0 2 * * *", "timezone": "Europe/Berlin", "count": 3, "after": "2025-10-25T12:00:00Z"},
+    )
+    # 02:00 happens twice on 26 October: a nightly job runs once.
+    assert autumn["times"] == [
+        "2025-10-26T02:00:00+02:00",
+        "2025-10-27T02:00:00+01:00",
+        "2025-10-28T02:00:00+01:00",
+    ]
+    instants = [datetime.fromisoformat(t).astimezone(UTC).isoformat() for t in autumn["times"]]
+    assert instants[:2] == ["2025-10-26T00:00:00+00:00", "2025-10-27T01:00:00+00:00"]
+
+
+def test_schedule_crud_run_and_events(cocoond, sandbox_image):
+    template = shell_task(report_step(ok=True, close=False))
+    with cocoond.ws() as ws:
+        ws.call("events.subscribe", {"types": ["schedule.updated", "schedule.deleted"]})
+        created = cocoond.call(
+            "schedule.create",
+            {"name": "nightly", "cron": "@daily", "timezone": "Europe/Berlin", "template": template},
+        )
+        assert (created["cron"], created["overlap"], created["keepRuns"]) == ("0 0 * * *", "skip", 10)
+        assert datetime.fromisoformat(created["nextRunAt"]) > datetime.now(UTC)
+        assert ws.next_event()["event"]["data"]["id"] == created["id"]
+        duplicate = cocoond.post(
+            "schedule.create", {"name": "nightly", "cron": "@daily", "template": template}
+        )
+        assert error_of(duplicate)["code"] == "conflict"
+
+        preview = cocoond.call("schedule.preview", {"scheduleId": created["id"], "count": 2})
+        assert (
+            preview["times"][0]
+            == datetime.fromisoformat(created["nextRunAt"])
+            .astimezone(datetime.fromisoformat(preview["times"][0]).tzinfo)
+            .isoformat()
+        )
+
+        updated = cocoond.call("schedule.update", {"scheduleId": created["id"], "enabled": False})
+        assert (updated["enabled"], updated["nextRunAt"]) == (False, None)
+        assert ws.next_event()["event"]["data"]["enabled"] is False
+
+        run = cocoond.call("schedule.run", {"scheduleId": created["id"]})
+        assert run["scheduleId"] == created["id"]
+        assert error_of(cocoond.post("schedule.run", {"scheduleId": created["id"]}))["code"] == "conflict"
+        assert settled(cocoond, run["id"])["status"] == "review"
+        assert [t["id"] for t in cocoond.call("task.list", {"scheduleId": created["id"]})] == [run["id"]]
+
+        cocoond.call("schedule.delete", {"scheduleId": created["id"]})
+        event = ws.next_event()["event"]
+        while event["type"] != "schedule.deleted":
+            event = ws.next_event()["event"]
+        assert event["data"] == {"id": created["id"]}
+    assert error_of(cocoond.post("schedule.get", {"scheduleId": created["id"]}))["code"] == "not_found"
+    assert cocoond.call("task.get", {"taskId": run["id"]})["scheduleId"] is None  # the run stays
+    cocoond.call("task.reject", {"taskId": run["id"]})
+    cocoond.call("sandbox.delete", {"sandboxId": run["sandboxId"]})
+
+
+# -- a worker that dies mid-run ----------------------------------------------------------------------------
+
+
+def test_a_run_whose_cocoond_dies_mid_step_is_resumed_after_the_restart(start_cocoond, sandbox_image):
+    instance = start_cocoond()
+    slow = {"profile": "shell", "prompt": "sleep 8; echo survived > kept.txt; exit", "timeoutS": 120}
+    task = instance.call("task.create", shell_task(slow, report_step()))
+    started = wait_until(
+        lambda: (t := instance.call("task.get", {"taskId": task["id"]}))["agentIds"] and t, timeout=60
+    )
+    instance.proc.kill()  # SIGKILL: the runner dies with it; the agent lives on in tmux
+    instance.proc.wait()
+    instance.start()
+    done = settled(instance, task["id"], timeout=120)
+    assert done["status"] == "done", done
+    assert done["agentIds"][0] == started["agentIds"][0]  # the same agent, waited for again
+    assert done["attempts"] == 2
+    assert "+survived" in done["diff"]["patch"]

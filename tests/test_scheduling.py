@@ -245,7 +245,8 @@ def test_schedule_crud_run_and_events(cocoond, sandbox_image):
         run = cocoond.call("schedule.run", {"scheduleId": created["id"]})
         assert run["scheduleId"] == created["id"]
         assert error_of(cocoond.post("schedule.run", {"scheduleId": created["id"]}))["code"] == "conflict"
-        assert settled(cocoond, run["id"])["status"] == "review"
+        reviewed = settled(cocoond, run["id"])
+        assert reviewed["status"] == "review"
         assert [t["id"] for t in cocoond.call("task.list", {"scheduleId": created["id"]})] == [run["id"]]
 
         cocoond.call("schedule.delete", {"scheduleId": created["id"]})
@@ -256,7 +257,7 @@ def test_schedule_crud_run_and_events(cocoond, sandbox_image):
     assert error_of(cocoond.post("schedule.get", {"scheduleId": created["id"]}))["code"] == "not_found"
     assert cocoond.call("task.get", {"taskId": run["id"]})["scheduleId"] is None  # the run stays
     cocoond.call("task.reject", {"taskId": run["id"]})
-    cocoond.call("sandbox.delete", {"sandboxId": run["sandboxId"]})
+    cocoond.call("sandbox.delete", {"sandboxId": reviewed["sandboxId"]})
 
 
 # -- a worker that dies mid-run ----------------------------------------------------------------------------

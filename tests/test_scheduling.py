@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from cocoon.actors import SYSTEM_ACTOR
 from tests.conftest import wait_until
 
 REPORT = (
@@ -278,3 +279,120 @@ def test_a_run_whose_cocoond_dies_mid_step_is_resumed_after_the_restart(start_co
     assert done["agentIds"][0] == started["agentIds"][0]  # the same agent, waited for again
     assert done["attempts"] == 2
     assert "+survived" in done["diff"]["patch"]
+
+
+# -- the tick, with a clock of the test's own --------------------------------------------------------------
+
+T0 = datetime(2030, 1, 7, 12, 0, 30, tzinfo=UTC)
+
+
+def at(minute, second=0):
+    return T0.replace(minute=minute, second=second)
+
+
+def minutely(overlap="parallel", keep_runs=10, step=None):
+    from scheduling import schedules
+
+    template = shell_task(step or report_step())
+    params = {"name": f"every-minute-{overlap}", "cron": "* * * * *", "template": template}
+    return schedules.create_schedule(
+        params | {"overlap": overlap, "keepRuns": keep_runs}, actor=SYSTEM_ACTOR, now=T0
+    )
+
+
+@pytest.fixture
+def clock_db(db):
+    """The test's database; runs are not sent to a worker (on_commit never fires inside a test's
+    transaction): these tests start them themselves."""
+    from agents.services import ensure_profiles
+
+    ensure_profiles()
+
+
+def test_a_schedule_creates_runs_at_its_times_and_only_then(clock_db):
+    from scheduling import schedules
+
+    schedule = minutely()
+    assert schedule.next_run_at == at(1)
+    assert schedules.tick(at(0, 59)) == []
+    first = schedules.tick(at(1))
+    assert [task.scheduled_for for task in first] == [at(1)]
+    assert first[0].schedule_id == schedule.id
+    assert first[0].status == "queued"
+    assert schedules.tick(at(1, 30)) == []
+    assert [task.scheduled_for for task in schedules.tick(at(2, 5))] == [at(2)]
+    schedule.refresh_from_db()
+    assert (schedule.next_run_at, schedule.last_run_at) == (at(3), at(2, 5))
+
+
+def test_overlap_skip_starts_nothing_while_a_run_is_open(clock_db):
+    from scheduling import schedules
+    from scheduling.models import Task
+
+    schedule = minutely("skip")
+    [run] = schedules.tick(at(1))
+    assert schedules.tick(at(2)) == []  # the first run is still queued
+    schedule.refresh_from_db()
+    assert (schedule.skipped_runs, schedule.next_run_at) == (1, at(3))
+    Task.objects.filter(pk=run.pk).update(status="done")
+    assert [task.scheduled_for for task in schedules.tick(at(3))] == [at(3)]
+
+
+def test_overlap_queue_creates_the_run_but_starts_it_after_the_open_one(clock_db):
+    from scheduling import schedules, services
+    from scheduling.models import Task
+
+    minutely("queue")
+    [first] = schedules.tick(at(1))
+    Task.objects.filter(pk=first.pk).update(status="running")
+    [second] = schedules.tick(at(2))
+    assert second.status == "queued"
+    assert services.claim(second.id, "runner-a", services.STALE_AFTER_S) is None  # waits for the first
+    Task.objects.filter(pk=first.pk).update(status="done")
+    claimed = services.claim(second.id, "runner-a", services.STALE_AFTER_S)
+    assert (claimed.status, claimed.runner, claimed.attempts) == ("running", "runner-a", 1)
+    assert services.claim(second.id, "runner-b", services.STALE_AFTER_S) is None  # one runner at a time
+
+
+def test_an_outage_of_ten_minutes_is_caught_up_with_exactly_one_run(clock_db):
+    from cocoon.models import ActivityEntry
+    from scheduling import schedules
+
+    schedule = minutely()
+    assert len(schedules.tick(at(1))) == 1
+    # cocoond is down from 12:01:30 to 12:11:30: ten due times (12:02 ... 12:11) pass unseen.
+    caught_up = schedules.catch_up(at(11, 30))
+    assert [task.scheduled_for for task in caught_up] == [at(11)]
+    entry = ActivityEntry.objects.filter(key="schedule.caught_up").get()
+    assert entry.params == {"name": schedule.name, "missed": 10}
+    assert schedules.tick(at(11, 40)) == []
+    assert schedules.catch_up(at(11, 45)) == []  # once
+    assert len(schedules.tick(at(12))) == 1
+
+
+def test_keep_runs_leaves_two_finished_runs_and_removes_older_sandboxes(
+    clock_db, sandbox_image, docker_client
+):
+    from django.conf import settings
+
+    from sandboxes.models import Sandbox
+    from scheduling import runner, schedules
+    from scheduling.models import Task
+
+    schedule = minutely(keep_runs=2, step={"profile": "shell", "prompt": "exit 3", "timeoutS": 60})
+    runs = [task for minute in (1, 2, 3) for task in schedules.tick(at(minute))]
+    finished = []
+    for task in runs:
+        assert runner.run_task(task.id) == "failed"  # a failed run keeps its sandbox for a look...
+        finished.append(Task.objects.get(pk=task.pk))
+        assert finished[-1].reason == {"key": "step_exit", "params": {"step": 1, "code": 3}}
+    kept = list(Task.objects.filter(schedule=schedule).order_by("scheduled_for"))
+    assert [task.id for task in kept] == [run.id for run in runs[1:]]
+    # ...until retention drops it with its sandbox.
+    assert not Sandbox.objects.filter(pk=finished[0].sandbox_id).exists()
+    names = {c.name for c in docker_client.containers.list(all=True)}
+    assert f"{settings.COCOON_INSTANCE}-{finished[0].sandbox_id}" not in names
+    assert f"{settings.COCOON_INSTANCE}-{finished[1].sandbox_id}" in names
+    for task in kept:
+        Sandbox.objects.get(pk=task.sandbox_id)
+        schedules.services.remove_own_sandbox(task)

@@ -396,3 +396,51 @@ def test_keep_runs_leaves_two_finished_runs_and_removes_older_sandboxes(
     for task in kept:
         Sandbox.objects.get(pk=task.sandbox_id)
         schedules.services.remove_own_sandbox(task)
+
+
+ANSWER = """
+for session in $(tmux -L cocoon list-sessions -F '#S' 2>/dev/null); do
+  if tmux -L cocoon capture-pane -p -t "=$session:" | grep -q 'Proceed? \\[y/n\\]'; then
+    tmux -L cocoon send-keys -t "=$session:" y Enter && echo answered
+  fi
+done
+"""
+
+
+def test_a_blocked_agent_is_reported_and_waited_for_until_it_goes_on(clock_db, sandbox_image, docker_client):
+    """A profile whose screen shows a question is blocked; the run says so and keeps waiting, and goes on
+    once someone answers (here a thread typing into the sandbox's tmux, like a human in the terminal)."""
+    import threading
+
+    from django.conf import settings
+
+    from agents.models import AgentProfile
+    from cocoon.models import ActivityEntry
+    from scheduling import runner, services
+
+    AgentProfile.objects.create(
+        name="asker", command=["bash", "-l"], hooks=True, blocked_patterns=["Proceed? [y/n]"]
+    )
+    # The question is put together by printf, so the typed command line itself does not show it.
+    ask = 'read -p "$(printf "Proc%sed? [y/n] " e)" answer; echo "$answer" > answer.txt; '
+    step = report_step() | {"profile": "asker", "prompt": ask + report_step()["prompt"]}
+    task = services.create_task(shell_task(step), actor=SYSTEM_ACTOR)
+    answered = threading.Event()
+
+    def answer() -> None:
+        label = f"io.cocoon.instance={settings.COCOON_INSTANCE}"
+        while not answered.wait(1):
+            for container in docker_client.containers.list(filters={"label": label}):
+                if b"answered" in container.exec_run(["sh", "-c", ANSWER], user="agent").output:
+                    answered.set()
+
+    helper = threading.Thread(target=answer, daemon=True)
+    helper.start()
+    try:
+        assert runner.run_task(task.id) == "done"
+    finally:
+        answered.set()
+        helper.join()
+    task.refresh_from_db()
+    assert ActivityEntry.objects.filter(key="task.blocked", params__task=task.id).exists()
+    assert "+y" in task.diff["patch"]

@@ -21,7 +21,7 @@ from agents import services as agents
 from agents.models import AgentProfile
 from cocoon import activity, config, events
 from cocoon.actors import SYSTEM_ACTOR, Actor
-from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+from cocoon.errors import ErrorCode, RpcError, ServiceError, interpolate_lazy
 from cocoon.i18n import LANGUAGES
 from sandboxes import services as sandboxes
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap, StepStatus, TaskStatus
@@ -369,12 +369,12 @@ def close(
     params = {"task": task.id}
     if status == TaskStatus.REVIEW:
         params["summary"] = str((task.report or {}).get("summary", ""))[:500]
+    if status == TaskStatus.DONE:
+        remove_own_sandbox(task)  # first: whoever sees "done" finds the sandbox gone
     with transaction.atomic():
         task.save()
         publish(task)
         activity.record(key, params, actor=actor or SYSTEM_ACTOR, sandbox_id=task.sandbox_id)
-    if status == TaskStatus.DONE:
-        remove_own_sandbox(task)
     if status in FINISHED_STATUSES and task.schedule_id:
         from scheduling.schedules import prune_runs
 
@@ -384,13 +384,16 @@ def close(
 
 
 def remove_own_sandbox(task: Task) -> None:
+    """Remove the sandbox made for the task, if it is still there; a failure leaves it for reconcile."""
     if not (task.own_sandbox and task.sandbox_id):
         return
     try:
         sandboxes.delete_sandbox(task.sandbox_id, actor=SYSTEM_ACTOR)
     except RpcError as error:
         if error.code != ErrorCode.NOT_FOUND:
-            raise
+            logger.warning("could not remove sandbox %s of task %s: %s", task.sandbox_id, task.id, error)
+    except ServiceError as error:
+        logger.warning("could not remove sandbox %s of task %s: %s", task.sandbox_id, task.id, error)
 
 
 def _reviewable(task_id: str) -> Task:

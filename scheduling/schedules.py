@@ -4,6 +4,7 @@ Every function that looks at the clock takes `now`, so the tick can be driven by
 system cron (manage.py schedules_tick) or by a test with a clock of its own.
 """
 
+import logging
 from datetime import UTC, datetime
 from itertools import chain, islice
 from typing import Any
@@ -21,6 +22,8 @@ from scheduling import cron, services
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap
 from scheduling.models import Schedule, Task
 
+logger = logging.getLogger(__name__)
+
 MAX_MISSED_COUNTED = 10_000  # an outage of years is not walked minute by minute
 
 activity.register_messages(
@@ -28,6 +31,7 @@ activity.register_messages(
         "schedule.created": _("Schedule %(name)s was created."),
         "schedule.updated": _("Schedule %(name)s was changed."),
         "schedule.deleted": _("Schedule %(name)s was deleted."),
+        "schedule.run_failed": _("Schedule %(name)s could not start a run: %(error)s"),
         "schedule.caught_up": _(
             "Schedule %(name)s missed %(missed)s runs while cocoon was down; one run was started."
         ),
@@ -209,7 +213,17 @@ def _fire(schedule_id: str, now: datetime, *, catching_up: bool) -> Task | None:
             schedule.skipped_runs += 1
             Schedule.objects.filter(pk=schedule.pk).update(skipped_runs=schedule.skipped_runs)
         else:
-            task = _create_run(schedule, scheduled_for, SYSTEM_ACTOR)
+            try:
+                with transaction.atomic():
+                    task = _create_run(schedule, scheduled_for, SYSTEM_ACTOR)
+            except RpcError as error:
+                # The template went stale (a profile, provider or sandbox is gone): say so, try next time.
+                rendered = error.render()
+                problems = [
+                    f"{field['path']}: {field['message']}" for field in rendered["details"].get("fields", [])
+                ]
+                text = " ".join([rendered["message"], *problems])
+                activity.record("schedule.run_failed", {"name": schedule.name, "error": text})
         if catching_up:
             activity.record("schedule.caught_up", {"name": schedule.name, "missed": missed})
         _publish(schedule)
@@ -218,8 +232,16 @@ def _fire(schedule_id: str, now: datetime, *, catching_up: bool) -> Task | None:
 
 def _fire_due(now: datetime | None, *, catching_up: bool) -> list[Task]:
     now = now or timezone.now()
-    due = list(Schedule.objects.filter(enabled=True, next_run_at__lte=now).values_list("id", flat=True))
-    return [task for schedule_id in due if (task := _fire(schedule_id, now, catching_up=catching_up))]
+    created = []
+    for schedule_id in Schedule.objects.filter(enabled=True, next_run_at__lte=now).values_list(
+        "id", flat=True
+    ):
+        try:
+            if task := _fire(schedule_id, now, catching_up=catching_up):
+                created.append(task)
+        except Exception:
+            logger.exception("schedule %s could not be fired", schedule_id)  # the others still are
+    return created
 
 
 def tick(now: datetime | None = None) -> list[Task]:

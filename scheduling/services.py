@@ -5,6 +5,7 @@ start (a concurrency cap, a schedule's overlap: queue) and claims them, so a tas
 runner at a time however often its message is delivered.
 """
 
+import json
 import logging
 import re
 import secrets
@@ -81,7 +82,9 @@ def error_reason(error: RpcError) -> dict[str, Any]:
     messages = {}
     for language in LANGUAGES:
         with translation.override(language):
-            messages[language] = error.render()["message"]
+            rendered = error.render()
+        details = json.dumps(rendered["details"], ensure_ascii=False)[:1000] if rendered["details"] else ""
+        messages[language] = f"{rendered['message']} {details}".strip()
     return reason("error", code=str(error.code), messages=messages)
 
 

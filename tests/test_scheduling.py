@@ -12,6 +12,7 @@ import pytest
 
 from cocoon.actors import SYSTEM_ACTOR
 from tests.conftest import wait_until
+from tests.test_workspace import git, github  # noqa: F401 - the stand-in GitHub fixture
 
 REPORT = (
     'printf \'%s\' \'{"ok": OK, "summary": "SUMMARY", "autoClose": CLOSE}\' > "$COCOON_REPORT_FILE"; exit'
@@ -444,3 +445,54 @@ def test_a_blocked_agent_is_reported_and_waited_for_until_it_goes_on(clock_db, s
     task.refresh_from_db()
     assert ActivityEntry.objects.filter(key="task.blocked", params__task=task.id).exists()
     assert "+y" in task.diff["patch"]
+
+
+def test_a_schedule_whose_template_went_stale_says_so_and_the_others_still_fire(clock_db):
+    from agents.models import AgentProfile
+    from cocoon.models import ActivityEntry
+    from scheduling import schedules
+
+    AgentProfile.objects.create(name="short-lived", command=["bash"])
+    stale = minutely(step={"profile": "short-lived", "prompt": "exit"})
+    healthy = minutely("skip")
+    AgentProfile.objects.filter(name="short-lived").delete()
+    assert [task.schedule_id for task in schedules.tick(at(1))] == [healthy.id]
+    entry = ActivityEntry.objects.get(key="schedule.run_failed")
+    assert entry.params["name"] == stale.name
+    assert "workflow.0.profile: There is no agent profile short-lived." in entry.params["error"]
+    stale.refresh_from_db()
+    assert stale.next_run_at == at(2)  # tried again at the next time, not at every tick
+
+
+# -- tasks in an existing sandbox, and approve with a push and a pull request ------------------------------
+
+
+def test_a_task_in_an_existing_sandbox_leaves_the_sandbox_alone(cocoond, sandbox_image):
+    sandbox = cocoond.call("sandbox.create", {"network": "none"})
+    try:
+        write = shell("echo mine > mine.txt; " + report_step()["prompt"])
+        task = cocoond.call("task.create", {"prompt": "x", "sandboxId": sandbox["id"], "workflow": [write]})
+        done = settled(cocoond, task["id"])
+        assert (done["status"], done["ownSandbox"], done["sandboxId"]) == ("done", False, sandbox["id"])
+        assert [entry["path"] for entry in done["diff"]["files"]] == ["mine.txt"]
+        assert cocoond.call("sandbox.get", {"sandboxId": sandbox["id"]})["state"] == "running"
+    finally:
+        cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})
+
+
+def test_approve_pushes_the_changes_and_opens_a_pull_request(cocoond, github):  # noqa: F811
+    change = shell("echo approved change >> README.md; " + report_step(close=False)["prompt"])
+    params = {"network": "open", "repo": f"{github.url}/owner/project.git"}
+    task = cocoond.call("task.create", {"prompt": "Fix the readme", "sandbox": params, "workflow": [change]})
+    assert settled(cocoond, task["id"])["status"] == "review"
+    approved = cocoond.call(
+        "task.approve",
+        {"taskId": task["id"], "push": {"branch": "cocoon/readme"}, "pullRequest": {"title": "Readme"}},
+    )
+    assert approved["status"] == "done"
+    assert approved["report"]["pullRequest"] == {"number": 7, "url": f"{github.url}/pull/7"}
+    repository = str(github.root / "owner" / "project.git")
+    readme = git("--git-dir", repository, "show", "refs/heads/cocoon/readme:README.md")
+    assert readme.endswith("approved change\n")
+    pull = json.loads([r for r in github.requests if r["path"].startswith("/api/")][-1]["body"])
+    assert pull == {"title": "Readme", "body": "all good", "base": "main", "head": "cocoon/readme"}

@@ -7,9 +7,11 @@ step where it stood and keeps waiting for the same agent, with the same deadline
 
 import json
 import logging
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import DatabaseError, connection
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
@@ -29,7 +31,7 @@ from scheduling.models import Task
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_S = 10  # how often a runner says it is alive (and notices a cancel); < STALE_AFTER_S
+HEARTBEAT_S = 10  # how often a run says it is alive and checks it was not cancelled; < STALE_AFTER_S
 REPORT_SCHEMA = {
     "type": "object",
     "properties": {
@@ -59,6 +61,34 @@ class StepFailed(Exception):
         self.why = why
 
 
+class Heartbeat:
+    """Keeps a run's heartbeat fresh from a thread of its own while the runner is busy elsewhere (a
+    clone may take minutes), so only a dead worker's run looks stale."""
+
+    def __init__(self, task_id: str, token: str) -> None:
+        self.owned = Task.objects.filter(pk=task_id, runner=token, status=TaskStatus.RUNNING)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name=f"heartbeat-{task_id}", daemon=True)
+
+    def __enter__(self) -> "Heartbeat":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+    def _beat(self) -> None:
+        try:
+            while not self.stopped.wait(HEARTBEAT_S):
+                try:
+                    self.owned.update(heartbeat_at=timezone.now())
+                except DatabaseError:
+                    logger.warning("a heartbeat was lost; the next one follows in %s s", HEARTBEAT_S)
+        finally:
+            connection.close()
+
+
 def run_task(task_id: str, stale_after_s: float = services.STALE_AFTER_S) -> str | None:
     """Drive a task to review or a final status; returns that status, or None if it was not ours."""
     token = services.new_runner_token()
@@ -76,7 +106,7 @@ class Run:
     # -- bookkeeping --------------------------------------------------------------------------------
 
     def _save(self, *fields: str) -> None:
-        """Write fields only while the run is still ours; the UPDATE doubles as the heartbeat."""
+        """Write fields only while the run is still ours (Abandoned otherwise); also a heartbeat."""
         now = timezone.now()
         values = {name: getattr(self.task, name) for name in fields}
         owned = Task.objects.filter(pk=self.task.pk, runner=self.token, status=TaskStatus.RUNNING)
@@ -101,6 +131,10 @@ class Run:
     # -- the run ------------------------------------------------------------------------------------
 
     def drive(self) -> str | None:
+        with Heartbeat(self.task.pk, self.token):
+            return self._drive()
+
+    def _drive(self) -> str | None:
         try:
             if self.task.attempts > services.MAX_ATTEMPTS:
                 raise StepFailed(services.reason("runner_lost", attempts=self.task.attempts - 1))

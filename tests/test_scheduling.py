@@ -6,7 +6,7 @@ the Celery task calls, so minutes pass without sleeping.
 """
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -496,3 +496,18 @@ def test_approve_pushes_the_changes_and_opens_a_pull_request(cocoond, github):  
     assert readme.endswith("approved change\n")
     pull = json.loads([r for r in github.requests if r["path"].startswith("/api/")][-1]["body"])
     assert pull == {"title": "Readme", "body": "all good", "base": "main", "head": "cocoon/readme"}
+
+
+def test_a_run_that_keeps_losing_its_worker_is_given_up_not_left_running(clock_db):
+    from django.utils import timezone
+
+    from scheduling import runner, services
+    from scheduling.models import Task
+
+    task = services.create_task(shell_task(shell("exit")), actor=SYSTEM_ACTOR)
+    stale = timezone.now() - timedelta(seconds=services.STALE_AFTER_S + 1)
+    Task.objects.filter(pk=task.pk).update(status="running", runner="dead", heartbeat_at=stale, attempts=3)
+    assert runner.run_task(task.id, stale_after_s=3600) is None  # its heartbeat is not that old
+    assert runner.run_task(task.id) == "failed"
+    task.refresh_from_db()
+    assert (task.status, task.reason["key"], task.attempts, task.runner) == ("failed", "runner_lost", 4, "")

@@ -2,7 +2,8 @@
 
     * * * * *  cd /opt/cocoon && .venv/bin/python manage.py schedules_tick
 
-The runs it creates are sent to the Celery broker, so this needs REDIS_URL and a separate worker.
+The runs it creates are sent to the Celery broker (REDIS_URL and a worker); with the embedded worker
+(no REDIS_URL) they wait queued until cocoond's recovery sweep hands them over, within 30 s.
 """
 
 from typing import Any

@@ -65,7 +65,6 @@ TASK = obj(
             obj(
                 STEP_FIELDS
                 | {
-                    "model": nullable(STRING),
                     "status": enum(*StepStatus.values),
                     "agentId": STRING,
                     "startedAt": TIMESTAMP,

@@ -511,3 +511,34 @@ def test_a_run_that_keeps_losing_its_worker_is_given_up_not_left_running(clock_d
     assert runner.run_task(task.id) == "failed"
     task.refresh_from_db()
     assert (task.status, task.reason["key"], task.attempts, task.runner) == ("failed", "runner_lost", 4, "")
+
+
+def test_the_system_cron_trigger_runs_the_same_tick(clock_db):
+    import io
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from scheduling import schedules
+    from scheduling.models import Task
+
+    params = {"name": "from-cron", "cron": "* * * * *", "template": shell_task(shell("exit"))}
+    schedule = schedules.create_schedule(
+        params, actor=SYSTEM_ACTOR, now=timezone.now() - timedelta(minutes=2)
+    )
+    output = io.StringIO()
+    call_command("schedules_tick", stdout=output)
+    assert output.getvalue().strip() == "1 run(s) created"
+    assert Task.objects.filter(schedule=schedule).count() == 1
+
+
+@pytest.mark.e2e
+def test_celery_beat_fires_a_minutely_schedule_in_a_live_cocoond(cocoond, sandbox_image):
+    template = shell_task(report_step())
+    schedule = cocoond.call("schedule.create", {"name": "beat", "cron": "* * * * *", "template": template})
+    try:
+        runs = wait_until(lambda: cocoond.call("task.list", {"scheduleId": schedule["id"]}), timeout=90)
+        assert runs[0]["scheduledFor"] == schedule["nextRunAt"]
+        assert settled(cocoond, runs[0]["id"])["status"] == "done"
+    finally:
+        cocoond.call("schedule.delete", {"scheduleId": schedule["id"]})

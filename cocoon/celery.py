@@ -18,6 +18,9 @@ app.conf.beat_schedule = {
     "reconcile-sandboxes": {"task": "sandboxes.tasks.reconcile", "schedule": 30.0},
     "poll-agents": {"task": "agents.tasks.poll", "schedule": 2.0},
     "egress": {"task": "egress.tasks.tick", "schedule": 2.0},
+    # Cron times have minute resolution: a tick every 10 s starts a run at most 10 s late.
+    "tick-schedules": {"task": "scheduling.tasks.tick", "schedule": 10.0},
+    "recover-tasks": {"task": "scheduling.tasks.recover", "schedule": 30.0},
 }
 
 

@@ -274,6 +274,101 @@ class Methods:
         """Stop a sandbox; its files are kept."""
         return self.call("sandbox.stop", _params({"sandboxId": sandbox_id}))
 
+    def schedule_create(
+        self,
+        *,
+        name: str,
+        cron: str,
+        template: dict,
+        timezone: str | None = None,
+        overlap: str | None = None,
+        keep_runs: int | None = None,
+        enabled: bool | None = None,
+    ) -> Any:
+        """Create a schedule: a cron expression (5 fields or @daily, ...) in a timezone (default UTC) that creates and starts a task from template when due. overlap: skip (default: nothing starts while a run is queued or running), queue or parallel. keepRuns finished runs are kept (default 10); older ones are deleted with their sandboxes."""
+        return self.call(
+            "schedule.create",
+            _params(
+                {
+                    "name": name,
+                    "cron": cron,
+                    "timezone": timezone,
+                    "template": template,
+                    "overlap": overlap,
+                    "keepRuns": keep_runs,
+                    "enabled": enabled,
+                }
+            ),
+        )
+
+    def schedule_delete(self, *, schedule_id: str) -> Any:
+        """Delete a schedule; its runs stay as tasks."""
+        return self.call("schedule.delete", _params({"scheduleId": schedule_id}))
+
+    def schedule_get(self, *, schedule_id: str) -> Any:
+        """One schedule."""
+        return self.call("schedule.get", _params({"scheduleId": schedule_id}))
+
+    def schedule_list(self) -> Any:
+        """All schedules, by name."""
+        return self.call("schedule.list", _params({}))
+
+    def schedule_preview(
+        self,
+        *,
+        cron: str | None = None,
+        timezone: str | None = None,
+        schedule_id: str | None = None,
+        count: int | None = None,
+        after: str | None = None,
+    ) -> Any:
+        """The next times of a cron expression in a timezone, for unsaved input (cron, timezone) or a saved schedule (scheduleId); after defaults to now."""
+        return self.call(
+            "schedule.preview",
+            _params(
+                {
+                    "cron": cron,
+                    "timezone": timezone,
+                    "scheduleId": schedule_id,
+                    "count": count,
+                    "after": after,
+                }
+            ),
+        )
+
+    def schedule_run(self, *, schedule_id: str) -> Any:
+        """Run a schedule now, outside its cron times (conflict for overlap: skip with a run open)."""
+        return self.call("schedule.run", _params({"scheduleId": schedule_id}))
+
+    def schedule_update(
+        self,
+        *,
+        schedule_id: str,
+        name: str | None = None,
+        cron: str | None = None,
+        timezone: str | None = None,
+        template: dict | None = None,
+        overlap: str | None = None,
+        keep_runs: int | None = None,
+        enabled: bool | None = None,
+    ) -> Any:
+        """Change fields of a schedule; a new cron, timezone or enabled recomputes nextRunAt."""
+        return self.call(
+            "schedule.update",
+            _params(
+                {
+                    "scheduleId": schedule_id,
+                    "name": name,
+                    "cron": cron,
+                    "timezone": timezone,
+                    "template": template,
+                    "overlap": overlap,
+                    "keepRuns": keep_runs,
+                    "enabled": enabled,
+                }
+            ),
+        )
+
     def secrets_delete(self, *, name: str) -> Any:
         """Delete a secret."""
         return self.call("secrets.delete", _params({"name": name}))
@@ -330,6 +425,55 @@ class Methods:
     def system_setup_status(self) -> Any:
         """The first-run checklist (admin token, network, proxy, image, toolbox), translated."""
         return self.call("system.setup_status", _params({}))
+
+    def task_approve(
+        self, *, task_id: str, push: dict | None = None, pull_request: dict | None = None
+    ) -> Any:
+        """Accept a task in review: done, its own sandbox removed (the diff stays with the task). With push, the changes are committed and pushed to a branch (default cocoon/<taskId>) first; with pullRequest, a GitHub pull request is opened from that branch too."""
+        return self.call(
+            "task.approve", _params({"taskId": task_id, "push": push, "pullRequest": pull_request})
+        )
+
+    def task_cancel(self, *, task_id: str) -> Any:
+        """Cancel a queued or running task (its running agent is stopped; the sandbox stays)."""
+        return self.call("task.cancel", _params({"taskId": task_id}))
+
+    def task_create(
+        self,
+        *,
+        prompt: str,
+        title: str | None = None,
+        sandbox_id: str | None = None,
+        sandbox: dict | None = None,
+        workflow: list | None = None,
+    ) -> Any:
+        """Create a task and start it at once. A task: prompt, a new sandbox (sandbox: sandbox.create fields) or an existing one (sandboxId), and a workflow of steps run one after another, each an agent (profile) with a prompt template ({{prompt}}, {{taskId}}, {{reportFile}}, {{workdir}}, {{step}}, {{reportInstructions}}) and a timeout (default: one claude-code step). The last agent writes a JSON report {ok, summary, autoClose, details?} to $COCOON_REPORT_FILE (<workdir>/.cocoon/report/<taskId>.json): ok + autoClose -> done and the task's own sandbox removed (its diff kept); otherwise review."""
+        return self.call(
+            "task.create",
+            _params(
+                {
+                    "prompt": prompt,
+                    "title": title,
+                    "sandboxId": sandbox_id,
+                    "sandbox": sandbox,
+                    "workflow": workflow,
+                }
+            ),
+        )
+
+    def task_get(self, *, task_id: str) -> Any:
+        """One task with its steps, report and diff."""
+        return self.call("task.get", _params({"taskId": task_id}))
+
+    def task_list(
+        self, *, status: list | None = None, schedule_id: str | None = None, limit: int | None = None
+    ) -> Any:
+        """Tasks, newest first (without patches: task.get has them)."""
+        return self.call("task.list", _params({"status": status, "scheduleId": schedule_id, "limit": limit}))
+
+    def task_reject(self, *, task_id: str) -> Any:
+        """Close a task in review without its changes (cancelled; its sandbox stays for a look)."""
+        return self.call("task.reject", _params({"taskId": task_id}))
 
     def tokens_create(self, *, name: str, scope: str) -> Any:
         """Create a token. The plain token is in this answer only; it is never shown again."""
@@ -627,6 +771,101 @@ class AsyncMethods:
         """Stop a sandbox; its files are kept."""
         return await self.call("sandbox.stop", _params({"sandboxId": sandbox_id}))
 
+    async def schedule_create(
+        self,
+        *,
+        name: str,
+        cron: str,
+        template: dict,
+        timezone: str | None = None,
+        overlap: str | None = None,
+        keep_runs: int | None = None,
+        enabled: bool | None = None,
+    ) -> Any:
+        """Create a schedule: a cron expression (5 fields or @daily, ...) in a timezone (default UTC) that creates and starts a task from template when due. overlap: skip (default: nothing starts while a run is queued or running), queue or parallel. keepRuns finished runs are kept (default 10); older ones are deleted with their sandboxes."""
+        return await self.call(
+            "schedule.create",
+            _params(
+                {
+                    "name": name,
+                    "cron": cron,
+                    "timezone": timezone,
+                    "template": template,
+                    "overlap": overlap,
+                    "keepRuns": keep_runs,
+                    "enabled": enabled,
+                }
+            ),
+        )
+
+    async def schedule_delete(self, *, schedule_id: str) -> Any:
+        """Delete a schedule; its runs stay as tasks."""
+        return await self.call("schedule.delete", _params({"scheduleId": schedule_id}))
+
+    async def schedule_get(self, *, schedule_id: str) -> Any:
+        """One schedule."""
+        return await self.call("schedule.get", _params({"scheduleId": schedule_id}))
+
+    async def schedule_list(self) -> Any:
+        """All schedules, by name."""
+        return await self.call("schedule.list", _params({}))
+
+    async def schedule_preview(
+        self,
+        *,
+        cron: str | None = None,
+        timezone: str | None = None,
+        schedule_id: str | None = None,
+        count: int | None = None,
+        after: str | None = None,
+    ) -> Any:
+        """The next times of a cron expression in a timezone, for unsaved input (cron, timezone) or a saved schedule (scheduleId); after defaults to now."""
+        return await self.call(
+            "schedule.preview",
+            _params(
+                {
+                    "cron": cron,
+                    "timezone": timezone,
+                    "scheduleId": schedule_id,
+                    "count": count,
+                    "after": after,
+                }
+            ),
+        )
+
+    async def schedule_run(self, *, schedule_id: str) -> Any:
+        """Run a schedule now, outside its cron times (conflict for overlap: skip with a run open)."""
+        return await self.call("schedule.run", _params({"scheduleId": schedule_id}))
+
+    async def schedule_update(
+        self,
+        *,
+        schedule_id: str,
+        name: str | None = None,
+        cron: str | None = None,
+        timezone: str | None = None,
+        template: dict | None = None,
+        overlap: str | None = None,
+        keep_runs: int | None = None,
+        enabled: bool | None = None,
+    ) -> Any:
+        """Change fields of a schedule; a new cron, timezone or enabled recomputes nextRunAt."""
+        return await self.call(
+            "schedule.update",
+            _params(
+                {
+                    "scheduleId": schedule_id,
+                    "name": name,
+                    "cron": cron,
+                    "timezone": timezone,
+                    "template": template,
+                    "overlap": overlap,
+                    "keepRuns": keep_runs,
+                    "enabled": enabled,
+                }
+            ),
+        )
+
     async def secrets_delete(self, *, name: str) -> Any:
         """Delete a secret."""
         return await self.call("secrets.delete", _params({"name": name}))
@@ -683,6 +922,57 @@ class AsyncMethods:
     async def system_setup_status(self) -> Any:
         """The first-run checklist (admin token, network, proxy, image, toolbox), translated."""
         return await self.call("system.setup_status", _params({}))
+
+    async def task_approve(
+        self, *, task_id: str, push: dict | None = None, pull_request: dict | None = None
+    ) -> Any:
+        """Accept a task in review: done, its own sandbox removed (the diff stays with the task). With push, the changes are committed and pushed to a branch (default cocoon/<taskId>) first; with pullRequest, a GitHub pull request is opened from that branch too."""
+        return await self.call(
+            "task.approve", _params({"taskId": task_id, "push": push, "pullRequest": pull_request})
+        )
+
+    async def task_cancel(self, *, task_id: str) -> Any:
+        """Cancel a queued or running task (its running agent is stopped; the sandbox stays)."""
+        return await self.call("task.cancel", _params({"taskId": task_id}))
+
+    async def task_create(
+        self,
+        *,
+        prompt: str,
+        title: str | None = None,
+        sandbox_id: str | None = None,
+        sandbox: dict | None = None,
+        workflow: list | None = None,
+    ) -> Any:
+        """Create a task and start it at once. A task: prompt, a new sandbox (sandbox: sandbox.create fields) or an existing one (sandboxId), and a workflow of steps run one after another, each an agent (profile) with a prompt template ({{prompt}}, {{taskId}}, {{reportFile}}, {{workdir}}, {{step}}, {{reportInstructions}}) and a timeout (default: one claude-code step). The last agent writes a JSON report {ok, summary, autoClose, details?} to $COCOON_REPORT_FILE (<workdir>/.cocoon/report/<taskId>.json): ok + autoClose -> done and the task's own sandbox removed (its diff kept); otherwise review."""
+        return await self.call(
+            "task.create",
+            _params(
+                {
+                    "prompt": prompt,
+                    "title": title,
+                    "sandboxId": sandbox_id,
+                    "sandbox": sandbox,
+                    "workflow": workflow,
+                }
+            ),
+        )
+
+    async def task_get(self, *, task_id: str) -> Any:
+        """One task with its steps, report and diff."""
+        return await self.call("task.get", _params({"taskId": task_id}))
+
+    async def task_list(
+        self, *, status: list | None = None, schedule_id: str | None = None, limit: int | None = None
+    ) -> Any:
+        """Tasks, newest first (without patches: task.get has them)."""
+        return await self.call(
+            "task.list", _params({"status": status, "scheduleId": schedule_id, "limit": limit})
+        )
+
+    async def task_reject(self, *, task_id: str) -> Any:
+        """Close a task in review without its changes (cancelled; its sandbox stays for a look)."""
+        return await self.call("task.reject", _params({"taskId": task_id}))
 
     async def tokens_create(self, *, name: str, scope: str) -> Any:
         """Create a token. The plain token is in this answer only; it is never shown again."""

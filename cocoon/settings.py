@@ -159,3 +159,7 @@ LOGGING = {
 
 # Check every method's result against its declared schema (on in tests, so declarations stay honest).
 COCOON_VALIDATE_RESULTS = env_bool("COCOON_VALIDATE_RESULTS", DEBUG)
+
+# Task runs driven at once; the rest wait queued. Below the embedded worker's 4 threads, so the agent
+# poller and the schedule tick always find a free one.
+COCOON_TASK_CONCURRENCY = int(env_str("COCOON_TASK_CONCURRENCY", "3"))

@@ -49,23 +49,24 @@ SANDBOX = obj(
     }
 )
 BY_ID = obj({"sandboxId": SANDBOX_ID}, required=("sandboxId",))
+SANDBOX_CREATE = obj(
+    {
+        "name": string(pattern="^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"),
+        "image": string(minLength=1, maxLength=300),
+        "repo": string(minLength=1, maxLength=2000),
+        "branch": string(minLength=1, maxLength=255),
+        "network": enum(*NetworkMode.values),
+        "limits": LIMITS,
+        "runtime": string(maxLength=50),
+    }
+)
 
 
 @registry.method(
     "sandbox.create",
     description="Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged "
     "cocoon-baseline. Unset fields take the settings' sandbox defaults.",
-    params=obj(
-        {
-            "name": string(pattern="^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"),
-            "image": string(minLength=1, maxLength=300),
-            "repo": string(minLength=1, maxLength=2000),
-            "branch": string(minLength=1, maxLength=255),
-            "network": enum(*NetworkMode.values),
-            "limits": LIMITS,
-            "runtime": string(maxLength=50),
-        }
-    ),
+    params=SANDBOX_CREATE,
     result=SANDBOX,
     agent_side=True,
 )

@@ -52,6 +52,10 @@ class Command(BaseCommand):
 
         ensure_on_start()
 
+        from scheduling.schedules import start_up
+
+        start_up()
+
         from cocoon.asgi import application  # after setup: importing it builds the app
 
         self.stdout.write(

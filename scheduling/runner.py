@@ -1,0 +1,282 @@
+"""A task run: its sandbox, one agent per workflow step, the report, then done or review (SPEC §7).
+
+The run's progress lives in the task row (current step, each step's agent and start time), and the
+agents live in tmux in the sandbox; so a runner that takes over a task whose worker died picks up the
+step where it stood and keeps waiting for the same agent, with the same deadline.
+"""
+
+import json
+import logging
+import threading
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import DatabaseError, connection
+from django.utils import timezone
+from jsonschema import Draft202012Validator
+
+from agents import services as agents
+from agents.choices import AgentStatus
+from agents.models import Agent
+from cocoon import activity
+from cocoon.actors import SYSTEM_ACTOR
+from cocoon.errors import ErrorCode, RpcError, ServiceError
+from sandboxes import services as sandboxes
+from sandboxes import workspace
+from sandboxes.choices import SandboxState
+from sandboxes.models import Sandbox
+from scheduling import services
+from scheduling.choices import StepStatus, TaskStatus
+from scheduling.models import Task
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_S = 10  # how often a run says it is alive and checks it was not cancelled; < STALE_AFTER_S
+REPORT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "ok": {"type": "boolean"},
+        "summary": {"type": "string"},
+        "autoClose": {"type": "boolean"},
+        "details": {},
+    },
+    "required": ["ok", "summary"],
+}
+REPORT_VALIDATOR = Draft202012Validator(REPORT_SCHEMA)
+# The report folder exists before the first agent starts, and git ignores .cocoon/, so the report
+# never shows in the task's diff.
+PREPARE = """
+mkdir -p .cocoon/report
+grep -qsx '/.cocoon/' .git/info/exclude || echo '/.cocoon/' >> .git/info/exclude
+"""
+
+
+class Abandoned(Exception):
+    """The run is no longer this runner's: the task was cancelled or another runner took it over."""
+
+
+class StepFailed(Exception):
+    def __init__(self, why: dict[str, Any]) -> None:
+        super().__init__(why["key"])
+        self.why = why
+
+
+class Heartbeat:
+    """Keeps a run's heartbeat fresh from a thread of its own while the runner is busy elsewhere (a
+    clone may take minutes), so only a dead worker's run looks stale."""
+
+    def __init__(self, task_id: str, token: str) -> None:
+        self.owned = Task.objects.filter(pk=task_id, runner=token, status=TaskStatus.RUNNING)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name=f"heartbeat-{task_id}", daemon=True)
+
+    def __enter__(self) -> "Heartbeat":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+    def _beat(self) -> None:
+        try:
+            while not self.stopped.wait(HEARTBEAT_S):
+                try:
+                    self.owned.update(heartbeat_at=timezone.now())
+                except DatabaseError:
+                    logger.warning("a heartbeat was lost; the next one follows in %s s", HEARTBEAT_S)
+        finally:
+            connection.close()
+
+
+def run_task(task_id: str, stale_after_s: float = services.STALE_AFTER_S) -> str | None:
+    """Drive a task to review or a final status; returns that status, or None if it was not ours."""
+    token = services.new_runner_token()
+    task = services.claim(task_id, token, stale_after_s)
+    if task is None:
+        return None
+    return Run(task, token).drive()
+
+
+class Run:
+    def __init__(self, task: Task, token: str) -> None:
+        self.task = task
+        self.token = token
+
+    # -- bookkeeping --------------------------------------------------------------------------------
+
+    def _save(self, *fields: str) -> None:
+        """Write fields only while the run is still ours (Abandoned otherwise); also a heartbeat."""
+        now = timezone.now()
+        values = {name: getattr(self.task, name) for name in fields}
+        owned = Task.objects.filter(pk=self.task.pk, runner=self.token, status=TaskStatus.RUNNING)
+        if not owned.update(heartbeat_at=now, updated_at=now, **values):
+            raise Abandoned
+        if fields:
+            self.task.updated_at = now
+            services.publish_in_transaction(self.task)
+
+    def _owned(self) -> bool:
+        return Task.objects.filter(pk=self.task.pk, runner=self.token, status=TaskStatus.RUNNING).exists()
+
+    def _fail(self, why: dict[str, Any]) -> str | None:
+        if not self._owned():
+            return None
+        state = self.task.steps[self.task.current_step]
+        if state["status"] in {StepStatus.RUNNING, StepStatus.BLOCKED}:
+            state |= {"status": StepStatus.FAILED, "finishedAt": timezone.now().isoformat()}
+        services.close(self.task, TaskStatus.FAILED, why=why, key="task.failed", actor=None)
+        return TaskStatus.FAILED
+
+    # -- the run ------------------------------------------------------------------------------------
+
+    def drive(self) -> str | None:
+        with Heartbeat(self.task.pk, self.token):
+            return self._drive()
+
+    def _drive(self) -> str | None:
+        try:
+            if self.task.attempts > services.MAX_ATTEMPTS:
+                raise StepFailed(services.reason("runner_lost", attempts=self.task.attempts - 1))
+            self.prepare_sandbox()
+            for index in range(self.task.current_step, len(self.task.workflow)):
+                self.task.current_step = index
+                self.run_step(index)
+            return self.finish()
+        except Abandoned:
+            logger.info("task %s is no longer driven by runner %s", self.task.id, self.token)
+            return None
+        except StepFailed as failure:
+            return self._fail(failure.why)
+        except RpcError as error:
+            return self._fail(services.error_reason(error))
+        except ServiceError as error:
+            return self._fail(services.error_reason(error.as_rpc_error()))
+        except Exception:
+            logger.exception("task %s stopped with an internal error", self.task.id)
+            return self._fail(services.error_reason(RpcError(ErrorCode.INTERNAL_ERROR)))
+
+    def prepare_sandbox(self) -> None:
+        task = self.task
+        if task.own_sandbox and not task.sandbox_id:
+            # A runner that died between creating the sandbox and saving its id left it by this name.
+            sandbox = Sandbox.objects.filter(name=task.id).first() or sandboxes.create_sandbox(
+                actor=SYSTEM_ACTOR, name=task.id, **task.sandbox_spec
+            )
+            task.sandbox_id = sandbox.id
+            self._save("sandbox_id")
+        self._require_sandbox()
+        sandboxes.exec_in_sandbox(task.sandbox_id, ["sh", "-c", PREPARE])
+
+    def _require_sandbox(self) -> None:
+        sandbox = Sandbox.objects.filter(pk=self.task.sandbox_id).first()
+        if sandbox is None or sandbox.state != SandboxState.RUNNING:
+            raise StepFailed(services.reason("sandbox_gone", sandbox=self.task.sandbox_id))
+
+    def run_step(self, index: int) -> None:
+        task = self.task
+        step, state = task.workflow[index], task.steps[index]
+        if state["status"] == StepStatus.DONE:
+            return
+        agent = Agent.objects.filter(pk=state.get("agentId") or "").first()
+        if agent is None:
+            agent = agents.spawn_agent(
+                task.sandbox_id,
+                step["profile"],
+                actor=SYSTEM_ACTOR,
+                prompt=services.render_prompt(step["prompt"], task, index),
+                env={
+                    "COCOON_TASK_ID": task.id,
+                    "COCOON_REPORT_FILE": services.report_path(task.id),
+                    "COCOON_STEP": str(index + 1),
+                },
+                providers=step.get("providers") or None,
+                model=step.get("model") or None,
+            )
+            state |= {
+                "status": StepStatus.RUNNING,
+                "agentId": agent.id,
+                "startedAt": timezone.now().isoformat(),
+            }
+            self._save("steps", "current_step")
+        deadline = datetime.fromisoformat(state["startedAt"]) + timedelta(seconds=step["timeoutS"])
+        agent = self.wait(index, agent.id, deadline)
+        if agent.status == AgentStatus.EXITED and agent.exit_code != 0:
+            code = "?" if agent.exit_code is None else agent.exit_code
+            raise StepFailed(services.reason("step_exit", step=index + 1, code=code))
+        if agent.status == AgentStatus.DONE:
+            agents.kill_agent(agent.id, actor=SYSTEM_ACTOR)  # finished: its session is of no more use
+        state |= {
+            "status": StepStatus.DONE,
+            "finishedAt": timezone.now().isoformat(),
+            "exitCode": agent.exit_code,
+        }
+        self._save("steps")
+
+    def wait(self, index: int, agent_id: str, deadline: datetime) -> Agent:
+        """Wait for the step's agent to be done or exit; a blocked agent is reported and waited for."""
+        state = self.task.steps[index]
+        while True:
+            remaining = (deadline - timezone.now()).total_seconds()
+            if remaining <= 0:
+                try:
+                    agents.kill_agent(agent_id, actor=SYSTEM_ACTOR)
+                except RpcError:
+                    logger.info("could not stop the agent %s of a timed-out step", agent_id)
+                timeout = self.task.workflow[index]["timeoutS"]
+                raise StepFailed(services.reason("step_timeout", step=index + 1, timeout=timeout))
+            self._save()  # heartbeat; raises Abandoned after a cancel
+            self._require_sandbox()
+            blocked = state["status"] == StepStatus.BLOCKED
+            until = [AgentStatus.DONE, AgentStatus.EXITED]
+            until += [AgentStatus.WORKING, AgentStatus.IDLE] if blocked else [AgentStatus.BLOCKED]
+            try:
+                agent = agents.wait_for(agent_id, until, min(remaining, HEARTBEAT_S))
+            except RpcError as error:
+                if error.code != ErrorCode.TIMEOUT:
+                    raise
+                continue
+            if agent.status in {AgentStatus.DONE, AgentStatus.EXITED}:
+                return agent
+            if agent.status == AgentStatus.BLOCKED:
+                state["status"] = StepStatus.BLOCKED
+                self._save("steps")
+                activity.record(
+                    "task.blocked",
+                    {"task": self.task.id, "step": index + 1},
+                    sandbox_id=self.task.sandbox_id,
+                    agent_id=agent_id,
+                )
+            else:
+                state["status"] = StepStatus.RUNNING
+                self._save("steps")
+
+    def finish(self) -> str:
+        task = self.task
+        path = services.report_path(task.id)
+        try:
+            content = workspace.read_file(task.sandbox_id, path)["content"]
+        except RpcError as error:
+            if error.code == ErrorCode.NOT_FOUND:
+                raise StepFailed(services.reason("no_report", path=path)) from None
+            raise
+        try:
+            report = json.loads(content)
+        except json.JSONDecodeError as error:
+            raise StepFailed(services.reason("report_not_json", path=path, problem=str(error))) from None
+        problems = [error.message for error in REPORT_VALIDATOR.iter_errors(report)]
+        if problems:
+            raise StepFailed(services.reason("report_invalid", path=path, problem="; ".join(problems)[:500]))
+        task.report = report
+        try:
+            task.diff = workspace.diff(task.sandbox_id)
+        except RpcError as error:
+            if error.code != ErrorCode.CONFLICT:  # too large to keep: the sandbox still has it
+                raise
+        if not self._owned():
+            raise Abandoned
+        if report["ok"] and report.get("autoClose"):
+            services.close(task, TaskStatus.DONE, key="task.done", actor=None)
+        else:
+            services.close(task, TaskStatus.REVIEW, key="task.review", actor=None)
+        return task.status

@@ -1,0 +1,278 @@
+"""Schedules: cron + timezone -> a task when due; overlap control, start-up catch-up, run retention.
+
+Every function that looks at the clock takes `now`, so the tick can be driven by Celery beat, by a
+system cron (manage.py schedules_tick) or by a test with a clock of its own.
+"""
+
+import logging
+from datetime import UTC, datetime
+from itertools import chain, islice
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import activity, events
+from cocoon.actors import SYSTEM_ACTOR, Actor
+from cocoon.errors import ErrorCode, RpcError
+from sandboxes.models import Sandbox
+from scheduling import cron, services
+from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap
+from scheduling.models import Schedule, Task
+
+logger = logging.getLogger(__name__)
+
+MAX_MISSED_COUNTED = 10_000  # an outage of years is not walked minute by minute
+
+activity.register_messages(
+    {
+        "schedule.created": _("Schedule %(name)s was created."),
+        "schedule.updated": _("Schedule %(name)s was changed."),
+        "schedule.deleted": _("Schedule %(name)s was deleted."),
+        "schedule.run_failed": _("Schedule %(name)s could not start a run: %(error)s"),
+        "schedule.caught_up": _(
+            "Schedule %(name)s missed %(missed)s runs while cocoon was down; one run was started."
+        ),
+    }
+)
+
+
+def serialize(schedule: Schedule) -> dict[str, Any]:
+    return {
+        "id": schedule.id,
+        "name": schedule.name,
+        "cron": schedule.cron,
+        "timezone": schedule.timezone,
+        "template": schedule.template,
+        "overlap": schedule.overlap,
+        "keepRuns": schedule.keep_runs,
+        "enabled": schedule.enabled,
+        "nextRunAt": schedule.next_run_at.isoformat() if schedule.next_run_at else None,
+        "lastRunAt": schedule.last_run_at.isoformat() if schedule.last_run_at else None,
+        "skippedRuns": schedule.skipped_runs,
+        "createdAt": schedule.created_at.isoformat(),
+        "updatedAt": schedule.updated_at.isoformat(),
+    }
+
+
+def _publish(schedule: Schedule) -> None:
+    events.publish("schedule.updated", serialize(schedule))
+
+
+def get_schedule(schedule_id: str) -> Schedule:
+    schedule = Schedule.objects.filter(pk=schedule_id).first()
+    if schedule is None:
+        raise RpcError(ErrorCode.NOT_FOUND, _("Schedule %(id)s does not exist."), id=schedule_id)
+    return schedule
+
+
+def preview(
+    *,
+    expression: str | None = None,
+    timezone_name: str | None = None,
+    schedule_id: str | None = None,
+    count: int = 5,
+    after: datetime | None = None,
+) -> dict[str, Any]:
+    """The next `count` instants in the schedule's zone, for unsaved input or a saved schedule."""
+    if schedule_id:
+        schedule = get_schedule(schedule_id)
+        expression, timezone_name = expression or schedule.cron, timezone_name or schedule.timezone
+    if not expression:
+        raise cron.field_error("cron", "required", _("This field is required."))
+    expanded, timezone_name = cron.check(expression), timezone_name or "UTC"
+    start = after or timezone.now()
+    if timezone.is_naive(start):
+        start = start.replace(tzinfo=UTC)
+    instants = islice(cron.instants(expanded, timezone_name, start), count)
+    return {
+        "cron": expanded,
+        "timezone": timezone_name,
+        "times": [instant.isoformat() for instant in instants],
+    }
+
+
+def _next_run(schedule: Schedule, now: datetime) -> datetime | None:
+    return cron.next_after(schedule.cron, schedule.timezone, now) if schedule.enabled else None
+
+
+FIELDS = {"name": "name", "cron": "cron", "timezone": "timezone", "template": "template",
+          "overlap": "overlap", "keepRuns": "keep_runs", "enabled": "enabled"}  # fmt: skip
+
+
+def _apply(schedule: Schedule, params: dict[str, Any]) -> None:
+    for wire, field in FIELDS.items():
+        if wire in params:
+            setattr(schedule, field, params[wire])
+    schedule.cron = cron.check(schedule.cron)
+    cron.zone(schedule.timezone)
+    schedule.template = services.check_template(schedule.template, "template")
+
+
+def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -> Schedule:
+    try:
+        with transaction.atomic():
+            schedule.save(force_insert=create)
+            activity.record(key, {"name": schedule.name}, actor=actor)
+            _publish(schedule)
+    except IntegrityError:
+        raise RpcError(
+            ErrorCode.CONFLICT, _("A schedule named %(name)s exists already."), name=schedule.name
+        ) from None
+    return schedule
+
+
+def create_schedule(params: dict[str, Any], *, actor: Actor, now: datetime | None = None) -> Schedule:
+    schedule = Schedule()
+    _apply(schedule, params)
+    schedule.next_run_at = _next_run(schedule, now or timezone.now())
+    return _save(schedule, "schedule.created", actor, create=True)
+
+
+def update_schedule(
+    schedule_id: str, params: dict[str, Any], *, actor: Actor, now: datetime | None = None
+) -> Schedule:
+    schedule = get_schedule(schedule_id)
+    timing = (schedule.cron, schedule.timezone, schedule.enabled)
+    _apply(schedule, params)
+    if (schedule.cron, schedule.timezone, schedule.enabled) != timing:
+        schedule.next_run_at = _next_run(schedule, now or timezone.now())
+    return _save(schedule, "schedule.updated", actor)
+
+
+def delete_schedule(schedule_id: str, *, actor: Actor) -> None:
+    """Delete the schedule; its runs stay as plain tasks."""
+    schedule = get_schedule(schedule_id)
+    with transaction.atomic():
+        schedule.delete()
+        activity.record("schedule.deleted", {"name": schedule.name}, actor=actor)
+        events.publish("schedule.deleted", {"id": schedule_id})
+
+
+def _has_open_run(schedule: Schedule) -> bool:
+    return Task.objects.filter(schedule=schedule, status__in=OPEN_STATUSES).exists()
+
+
+def _create_run(schedule: Schedule, scheduled_for: datetime | None, actor: Actor) -> Task:
+    # overlap: queue creates the run at once but leaves starting it to the end of the open one.
+    start = not (schedule.overlap == Overlap.QUEUE and _has_open_run(schedule))
+    return services.create_task(
+        schedule.template, actor=actor, schedule=schedule, scheduled_for=scheduled_for, start=start
+    )
+
+
+def run_schedule(schedule_id: str, *, actor: Actor, now: datetime | None = None) -> Task:
+    """Start a run now, outside the cron times; overlap: skip refuses while a run is open."""
+    schedule = get_schedule(schedule_id)
+    if schedule.overlap == Overlap.SKIP and _has_open_run(schedule):
+        raise RpcError(
+            ErrorCode.CONFLICT,
+            _("Schedule %(name)s has a run open and does not overlap runs."),
+            name=schedule.name,
+        )
+    with transaction.atomic():
+        task = _create_run(schedule, now or timezone.now(), actor)
+        schedule.last_run_at = now or timezone.now()
+        schedule.save(update_fields=["last_run_at", "updated_at"])
+        _publish(schedule)
+    return task
+
+
+def _fire(schedule_id: str, now: datetime, *, catching_up: bool) -> Task | None:
+    """One due schedule: at most one run however many times were missed, then the next time."""
+    with transaction.atomic():
+        # Re-read inside the transaction: a tick running twice at once fires a schedule once.
+        schedule = (
+            Schedule.objects.select_for_update()
+            .filter(pk=schedule_id, enabled=True, next_run_at__lte=now)
+            .first()
+        )
+        if schedule is None:
+            return None
+        missed, scheduled_for, next_run = 0, schedule.next_run_at, None
+        for instant in chain(
+            [schedule.next_run_at], cron.instants(schedule.cron, schedule.timezone, schedule.next_run_at)
+        ):
+            if instant > now:
+                next_run = instant
+                break
+            missed, scheduled_for = missed + 1, instant
+            if missed >= MAX_MISSED_COUNTED:
+                next_run = cron.next_after(schedule.cron, schedule.timezone, now)
+                break
+        changed = Schedule.objects.filter(pk=schedule.pk, next_run_at=schedule.next_run_at).update(
+            next_run_at=next_run, last_run_at=now
+        )
+        if not changed:
+            return None
+        schedule.next_run_at, schedule.last_run_at = next_run, now
+        task = None
+        if schedule.overlap == Overlap.SKIP and _has_open_run(schedule):
+            schedule.skipped_runs += 1
+            Schedule.objects.filter(pk=schedule.pk).update(skipped_runs=schedule.skipped_runs)
+        else:
+            try:
+                with transaction.atomic():
+                    task = _create_run(schedule, scheduled_for, SYSTEM_ACTOR)
+            except RpcError as error:
+                # The template went stale (a profile, provider or sandbox is gone): say so, try next time.
+                rendered = error.render()
+                problems = [
+                    f"{field['path']}: {field['message']}" for field in rendered["details"].get("fields", [])
+                ]
+                text = " ".join([rendered["message"], *problems])
+                activity.record("schedule.run_failed", {"name": schedule.name, "error": text})
+        if catching_up:
+            activity.record("schedule.caught_up", {"name": schedule.name, "missed": missed})
+        _publish(schedule)
+    return task
+
+
+def _fire_due(now: datetime | None, *, catching_up: bool) -> list[Task]:
+    now = now or timezone.now()
+    created = []
+    for schedule_id in Schedule.objects.filter(enabled=True, next_run_at__lte=now).values_list(
+        "id", flat=True
+    ):
+        try:
+            if task := _fire(schedule_id, now, catching_up=catching_up):
+                created.append(task)
+        except Exception:
+            logger.exception("schedule %s could not be fired", schedule_id)  # the others still are
+    return created
+
+
+def tick(now: datetime | None = None) -> list[Task]:
+    """Fire every due schedule once; returns the runs created. Only due schedules are read (an index)."""
+    return _fire_due(now, catching_up=False)
+
+
+def catch_up(now: datetime | None = None) -> list[Task]:
+    """At start-up: one run for each schedule that fell due while cocoon was down, however often."""
+    return _fire_due(now, catching_up=True)
+
+
+def prune_runs(schedule_id: str) -> int:
+    """Delete the schedule's finished runs beyond keepRuns, with their own sandboxes; how many went."""
+    schedule = Schedule.objects.filter(pk=schedule_id).first()
+    if schedule is None:
+        return 0
+    finished = Task.objects.filter(schedule=schedule, status__in=FINISHED_STATUSES).order_by("-created_at")
+    old = list(finished[schedule.keep_runs :])
+    for task in old:
+        if task.own_sandbox and Sandbox.objects.filter(pk=task.sandbox_id).exists():
+            services.remove_own_sandbox(task)
+        task.delete()
+    return len(old)
+
+
+def start_up(now: datetime | None = None) -> None:
+    """cocoond's start: catch up on missed runs once, and resume the runs the last cocoond was driving.
+
+    With the embedded worker every running task lost its runner when cocoond stopped, so they are
+    taken over at once; external workers may still be driving theirs, so those wait for a stale heartbeat.
+    """
+    catch_up(now)
+    services.recover(0 if settings.CELERY_EMBEDDED else services.STALE_AFTER_S)

@@ -1,0 +1,20 @@
+"""Celery tasks of scheduling: take ids or plain values, call a service, nothing else."""
+
+from celery import shared_task
+
+from scheduling import runner, schedules, services
+
+
+@shared_task(name="scheduling.tasks.run_task")
+def run_task(task_id: str, stale_after_s: float = services.STALE_AFTER_S) -> str | None:
+    return runner.run_task(task_id, stale_after_s)
+
+
+@shared_task(name="scheduling.tasks.tick")
+def tick() -> int:
+    return len(schedules.tick())
+
+
+@shared_task(name="scheduling.tasks.recover")
+def recover() -> int:
+    return services.recover()

@@ -96,6 +96,10 @@ class Methods:
         """Recent attempts the egress proxy refused (per sandbox, host, port and reason, counted)."""
         return self.call("egress.denied", _params({"sandboxId": sandbox_id, "limit": limit}))
 
+    def egress_start_proxy(self) -> Any:
+        """Build the egress proxy's image if needed and start (or replace) its container; answers egress.status. The setup checklist's fix for a proxy that is down."""
+        return self.call("egress.start_proxy", _params({}))
+
     def egress_status(self) -> Any:
         """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all."""
         return self.call("egress.status", _params({}))
@@ -586,6 +590,10 @@ class AsyncMethods:
     async def egress_denied(self, *, sandbox_id: str | None = None, limit: int | None = None) -> Any:
         """Recent attempts the egress proxy refused (per sandbox, host, port and reason, counted)."""
         return await self.call("egress.denied", _params({"sandboxId": sandbox_id, "limit": limit}))
+
+    async def egress_start_proxy(self) -> Any:
+        """Build the egress proxy's image if needed and start (or replace) its container; answers egress.status. The setup checklist's fix for a proxy that is down."""
+        return await self.call("egress.start_proxy", _params({}))
 
     async def egress_status(self) -> Any:
         """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all."""

@@ -24,6 +24,16 @@ DENIED = obj(
         "lastAt": TIMESTAMP,
     }
 )
+EGRESS_STATUS = obj(
+    {
+        "enforced": BOOLEAN,
+        "running": BOOLEAN,
+        "image": STRING,
+        "address": nullable(STRING),
+        "policyVersion": nullable(INTEGER),
+        "acknowledgedVersion": nullable(INTEGER),
+    }
+)
 PROVIDER_ID = string(pattern="^[a-z0-9][a-z0-9-]{0,31}$")
 
 
@@ -32,16 +42,7 @@ PROVIDER_ID = string(pattern="^[a-z0-9][a-z0-9-]{0,31}$")
     description="The egress proxy: whether it runs, its policy version and the version it has loaded, "
     "and whether this driver enforces egress at all.",
     params=obj({}),
-    result=obj(
-        {
-            "enforced": BOOLEAN,
-            "running": BOOLEAN,
-            "image": STRING,
-            "address": nullable(STRING),
-            "policyVersion": nullable(INTEGER),
-            "acknowledgedVersion": nullable(INTEGER),
-        }
-    ),
+    result=EGRESS_STATUS,
     admin=True,
 )
 def egress_status(call: Call) -> dict[str, Any]:
@@ -57,6 +58,19 @@ def egress_status(call: Call) -> dict[str, Any]:
             "acknowledgedVersion": None,
         }
     return {"enforced": True, **proxy_status()}
+
+
+@registry.method(
+    "egress.start_proxy",
+    description="Build the egress proxy's image if needed and start (or replace) its container; answers "
+    "egress.status. The setup checklist's fix for a proxy that is down.",
+    params=obj({}),
+    result=EGRESS_STATUS,
+    admin=True,
+)
+def egress_start_proxy(call: Call) -> dict[str, Any]:
+    services.start_proxy()
+    return egress_status(call)
 
 
 @registry.method(

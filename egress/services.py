@@ -58,6 +58,16 @@ def _ensure_proxy() -> str:
         raise DriverError(str(error)) from error
 
 
+def start_proxy() -> None:
+    """Start the proxy (building its image first if needed) and wait until it has loaded the policy."""
+    if not enforced():
+        raise RpcError(
+            ErrorCode.CONFLICT, _("The %(driver)s driver does not enforce egress."), driver=get_driver().kind
+        )
+    _ensure_proxy()
+    sync(wait=True)
+
+
 def sync(wait: bool = True) -> None:
     """Publish the policy; with wait, return only once the proxy has loaded it."""
     version = policy.publish()

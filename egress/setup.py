@@ -20,7 +20,7 @@ def _egress_proxy() -> tuple[bool, Any]:
     except Exception as error:  # engine down: say so instead of failing the list
         return False, str(error)
     if not status["running"]:
-        return False, _("The egress proxy is not running; it starts with the first egress sandbox.")
+        return False, _("The egress proxy is not running: start it with egress.start_proxy.")
     if status["policyVersion"] is not None and status["acknowledgedVersion"] != status["policyVersion"]:
         return False, _("The egress proxy has not loaded the current policy yet.")
     return True, interpolate_lazy(

@@ -12,3 +12,8 @@ def tick() -> None:
     """Collect denied attempts; bring the proxy back if it is down while egress sandboxes need it."""
     services.collect_denied()
     services.watch_proxy()
+
+
+@shared_task(ignore_result=True)
+def start_proxy() -> None:
+    services.start_proxy()

@@ -307,6 +307,10 @@ def sandbox_image(docker_client: Any) -> str:
     # another checkout on the same engine has re-tagged :latest meanwhile.
     tag = f"cocoon-sandbox:test-{image.id.split(':')[1][:12]}"
     image.tag(*tag.split(":"))
+    # The egress proxy's image too, so no test's first egress sandbox waits for its build.
+    from egress.container import CONTEXT, image_tag
+
+    docker_client.images.build(path=str(CONTEXT), tag=image_tag(), rm=True)
     return tag
 
 

@@ -431,3 +431,12 @@ def test_spawn_with_an_unknown_provider_or_a_missing_secret_is_refused(cocoond, 
     )
     assert missing.json()["error"]["code"] == "invalid_params"
     assert "NOT_SET_ANYWHERE" in missing.json()["error"]["details"]["fields"][0]["message"]
+
+
+def test_start_proxy_is_the_checklist_fix_for_a_stopped_proxy(cocoond, egress, docker_client):
+    docker_client.containers.get(f"{cocoond.instance}-egress-proxy").stop(timeout=1)
+    status = cocoond.call("egress.start_proxy")
+    assert status["running"] is True
+    assert status["acknowledgedVersion"] == status["policyVersion"]
+    items = {item["key"]: item for item in cocoond.call("system.setup_status")["items"]}
+    assert items["egressProxy"]["ok"] is True

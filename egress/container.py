@@ -7,6 +7,7 @@ import hashlib
 import logging
 import os
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,8 @@ def ensure_proxy() -> str:
             if container is None:
                 container = _create(tag)
             if container.status != "running":
+                # An ack from before would vouch for a process that is not listening yet.
+                policy.forget_ack()
                 container.start()
                 container.reload()
         except APIError as error:
@@ -123,13 +126,22 @@ def proxy_status() -> dict[str, Any]:
     container = _find()
     running = container is not None and container.status == "running"
     current = policy.current() or {}
+    # Only an ack written since the container (re)started counts (the engine may restart it itself).
+    acked = policy.acknowledged(since=_started_at(container)) if running else None
     return {
         "running": running,
         "image": image_tag(),
         "address": _internal_ip(container) if container is not None else None,
         "policyVersion": current.get("version"),
-        "acknowledgedVersion": policy.acknowledged(),
+        "acknowledgedVersion": acked,
     }
+
+
+def _started_at(container: Any) -> float:
+    stamp = container.attrs["State"]["StartedAt"]  # RFC 3339 with nanoseconds
+    seconds, _, fraction = stamp.rstrip("Z").partition(".")
+    started = datetime.fromisoformat(seconds).replace(tzinfo=UTC).timestamp()
+    return started + float(f"0.{fraction or 0}")
 
 
 def remove_proxy() -> None:

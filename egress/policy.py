@@ -94,11 +94,19 @@ def current() -> dict[str, Any] | None:
         return None
 
 
-def acknowledged() -> int | None:
+def acknowledged(since: float | None = None) -> int | None:
+    """The version the proxy has loaded; with since, only if it said so after that time."""
+    path = egress_dir() / "ack.json"
     try:
-        return json.loads((egress_dir() / "ack.json").read_text())["version"]
+        if since is not None and path.stat().st_mtime < since:
+            return None
+        return json.loads(path.read_text())["version"]
     except (OSError, ValueError, KeyError):
         return None
+
+
+def forget_ack() -> None:
+    (egress_dir() / "ack.json").unlink(missing_ok=True)
 
 
 def publish() -> int:

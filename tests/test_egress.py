@@ -275,7 +275,10 @@ def test_a_killed_proxy_is_restarted_and_the_checklist_shows_the_outage(cocoond,
     docker_client.containers.get(f"{cocoond.instance}-egress-proxy").kill()
     items = {item["key"]: item for item in cocoond.call("system.setup_status")["items"]}
     assert items["egressProxy"]["ok"] is False
-    wait_until(lambda: cocoond.call("egress.status")["running"], timeout=20)
+    wait_until(
+        lambda: (status := cocoond.call("egress.status"))["acknowledgedVersion"] == status["policyVersion"],
+        timeout=20,
+    )
     assert curl(cocoond, egress, "http://allowed.invalid/after-restart") == (
         200,
         "upstream allowed.invalid /after-restart",

@@ -481,16 +481,14 @@ class Server(socketserver.ThreadingTCPServer):
 
 
 def main() -> None:
-    # The policy first: a request served before it would be refused as coming from nowhere.
+    # Listening first, then the policy, then serving: the ack means connections are taken, and none
+    # is answered before the policy is loaded (it would be refused as coming from nowhere).
+    forward = Server((BIND, FORWARD_PORT), ForwardHandler)
+    credential = Server((BIND, CREDENTIAL_PORT), CredentialHandler)
     threading.Thread(target=watch_policy, args=(load_policy(None),), name="policy", daemon=True).start()
-    servers = [
-        Server((BIND, FORWARD_PORT), ForwardHandler),
-        Server((BIND, CREDENTIAL_PORT), CredentialHandler),
-    ]
-    for server in servers[1:]:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=credential.serve_forever, daemon=True).start()
     print(f"cocoon egress proxy on {BIND}:{FORWARD_PORT} and :{CREDENTIAL_PORT}", flush=True)
-    servers[0].serve_forever()
+    forward.serve_forever()
 
 
 if __name__ == "__main__":

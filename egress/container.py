@@ -95,7 +95,7 @@ def ensure_proxy() -> str:
 
 def _create(tag: str) -> Any:
     driver = get_driver()
-    driver.ensure_networks()
+    driver.ensure_networks(NetworkMode.EGRESS, "outbound")
     policy.publish()  # the proxy starts with a policy to load
     client = driver.client
     container = client.containers.create(

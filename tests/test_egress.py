@@ -15,7 +15,8 @@ import pytest
 from tests.conftest import wait_until
 from tests.upstream import NAMES, STANDIN_KEY, public_upstream
 
-ALLOWED = ["allowed.invalid", "*.allowed.invalid", "llm.invalid"]
+# localhost and private.invalid are allowed by name, but resolve to non-public addresses.
+ALLOWED = ["allowed.invalid", "*.allowed.invalid", "llm.invalid", "private.invalid", "localhost"]
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,7 @@ def egress(cocoond, sandbox_image, upstream):
     hosts = {name: upstream.address for name in NAMES} | {"private.invalid": "10.11.12.13"}
     cocoond.call(
         "settings.update",
-        {"egress": {"allowlist": [*ALLOWED, "private.invalid"], "hosts": hosts, "caBundle": upstream.ca_pem}},
+        {"egress": {"allowlist": ALLOWED, "hosts": hosts, "caBundle": upstream.ca_pem}},
     )
     sandbox = cocoond.call("sandbox.create", {"network": "egress", "image": sandbox_image})
     yield sandbox
@@ -166,7 +167,7 @@ def test_no_name_lookup_leaves_the_machine_from_an_egress_sandbox(cocoond, egres
         ("0x7f.0.0.1:443", "ip_literal"),
         ("[::ffff:127.0.0.1]:443", "ip_literal"),
         ("169.254.169.254:80", "ip_literal"),
-        ("localhost:443", "not_allowed"),
+        ("localhost:443", "private_address"),  # the proxy's own resolver says loopback
         ("private.invalid:443", "private_address"),
         ("evilallowed.invalid:443", "not_allowed"),
         ("allowed.invalid.evil.invalid:443", "not_allowed"),
@@ -259,7 +260,7 @@ def test_policy_changes_are_acknowledged_within_a_second(cocoond, egress):
     assert before["running"]
     assert before["acknowledgedVersion"] == before["policyVersion"]
     started = time.monotonic()
-    cocoond.call("settings.update", {"egress": {"allowlist": [*ALLOWED, "private.invalid", "later.invalid"]}})
+    cocoond.call("settings.update", {"egress": {"allowlist": [*ALLOWED, "later.invalid"]}})
     after = wait_until(
         lambda: (
             (status := cocoond.call("egress.status"))["acknowledgedVersion"] != before["policyVersion"]

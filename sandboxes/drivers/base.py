@@ -121,8 +121,8 @@ class SandboxDriver(abc.ABC):
     def image_exists(self, image: str) -> bool: ...
 
     @abc.abstractmethod
-    def ensure_networks(self) -> None:
-        """Create the networks sandboxes use (idempotent)."""
+    def ensure_networks(self, *modes: str) -> None:
+        """Create the networks of these modes, by default those sandboxes use (idempotent)."""
 
     @abc.abstractmethod
     def create(self, spec: SandboxSpec) -> EngineState:

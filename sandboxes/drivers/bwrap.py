@@ -95,7 +95,7 @@ class BwrapDriver(SandboxDriver):
     def image_exists(self, image: str) -> bool:
         return True  # there are no images: the host's read-only root is the image
 
-    def ensure_networks(self) -> None:
+    def ensure_networks(self, *modes: str) -> None:
         """Nothing to create: "none" is an empty net namespace, the others share the host's."""
 
     # -- places ---------------------------------------------------------------------------------

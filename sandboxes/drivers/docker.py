@@ -145,20 +145,24 @@ class DockerDriver(SandboxDriver):
             "outbound": object_name("outbound"),
         }.get(mode)
 
-    def ensure_networks(self) -> None:
+    def ensure_networks(self, *modes: str) -> None:
+        """The networks of these modes (default: the sandboxes' internal and open ones)."""
         # internal: no way out, and no host address on its bridge either (host services listening on
         # all interfaces stay out of reach). outbound: the egress proxy's way out.
         inhibit = {"com.docker.network.bridge.inhibit_ipv4": "true"}
+        options = {
+            NetworkMode.EGRESS: {"internal": True, "options": inhibit},
+            NetworkMode.OPEN: {},
+            "outbound": {},
+        }
         wanted = {
-            object_name("internal"): {"internal": True, "options": inhibit},
-            object_name("open"): {},
-            object_name("outbound"): {},
+            self.network_name(mode): options[mode] for mode in modes or (NetworkMode.EGRESS, NetworkMode.OPEN)
         }
         try:
             existing = {network.name for network in self.client.networks.list(names=list(wanted))}
-            for name, options in wanted.items():
+            for name, extra in wanted.items():
                 if name not in existing:
-                    self.client.networks.create(name, driver="bridge", labels=labels("network"), **options)
+                    self.client.networks.create(name, driver="bridge", labels=labels("network"), **extra)
         except APIError as error:
             raise _errors(error) from error
 

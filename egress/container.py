@@ -5,7 +5,6 @@ cocoon-proxy and on the outbound network."""
 import contextlib
 import hashlib
 import logging
-import os
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -102,17 +101,16 @@ def _create(tag: str) -> Any:
         tag,
         name=container_name(),
         labels=labels("egress-proxy"),
-        user=f"{os.getuid()}:{os.getgid()}",
         read_only=True,
         cap_drop=["ALL"],
         security_opt=["no-new-privileges:true"],
         mem_limit="512m",
         pids_limit=4096,  # a thread per held connection
         network=driver.network_name("outbound"),
-        extra_hosts={driver.host_alias: "host-gateway"},
         mounts=[docker.types.Mount(MOUNT, str(policy.egress_dir()), type="bind")],
         environment={"COCOON_EGRESS_DIR": MOUNT},
         restart_policy={"Name": "unless-stopped"},
+        **driver.service_options(),
     )
     try:
         client.networks.get(driver.network_name(NetworkMode.EGRESS)).connect(container, aliases=[ALIAS])

@@ -29,7 +29,7 @@ def podman_cocoond(tmp_path_factory, podman_socket):
     for sandbox in instance.call("sandbox.list"):
         instance.post("sandbox.delete", {"sandboxId": sandbox["id"]})
     instance.stop()
-    for kind in ("network", "volume"):
+    for kind in ("container", "network", "volume"):
         names = subprocess.run(
             ["podman", kind, "ls", "-q", "--filter", f"label=io.cocoon.instance={instance.instance}"],
             capture_output=True,
@@ -67,8 +67,13 @@ def test_podman_builds_the_image_and_runs_hardened_sandboxes(podman_cocoond):
         assert podman_cocoond.call("sandbox.stop", {"sandboxId": sandbox["id"]})["state"] == "stopped"
         assert podman_cocoond.call("sandbox.start", {"sandboxId": sandbox["id"]})["state"] == "running"
         podman_cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})
+    # The egress sandbox brought up the egress proxy, as a Podman container too.
+    proxy = podman_cocoond.call("egress.status")
+    assert proxy["running"] is True
+    assert proxy["acknowledgedVersion"] == proxy["policyVersion"]
+    ours = [f"label=io.cocoon.instance={podman_cocoond.instance}", "label=io.cocoon.kind=sandbox"]
     leftovers = subprocess.run(
-        ["podman", "ps", "-aq", "--filter", f"label=io.cocoon.instance={podman_cocoond.instance}"],
+        ["podman", "ps", "-aq", "--filter", ours[0], "--filter", ours[1]],
         capture_output=True,
         text=True,
     ).stdout

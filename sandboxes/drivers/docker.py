@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import socket
 import tarfile
 import tempfile
@@ -215,6 +216,10 @@ class DockerDriver(SandboxDriver):
         if spec.runtime:
             options["runtime"] = spec.runtime
         return options
+
+    def service_options(self) -> dict[str, Any]:
+        """Engine-specific options for cocoon's own service containers (the egress proxy)."""
+        return {"user": f"{os.getuid()}:{os.getgid()}", "extra_hosts": {self.host_alias: "host-gateway"}}
 
     def create(self, spec: SandboxSpec) -> EngineState:
         try:

@@ -58,14 +58,23 @@ class PodmanDriver(DockerDriver):
         options = super().create_options(spec)
         # Podman adds host.containers.internal itself.
         options.pop("extra_hosts", None)
-        # Podman's default rlimits (a million open files) fail where the service's own hard limits are
-        # lower; ask for a modest amount that is below them on any ordinary host.
-        options["ulimits"] = [
-            docker.types.Ulimit(name=name, soft=value, hard=value)
-            for name, limit in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC))
-            for value in [min(_hard_limit(limit), RLIMIT_CAP)]
-        ]
+        options["ulimits"] = self._ulimits()
         if os.getuid() != 0:
             # Rootless: map the agent user to the invoking user, so volume files stay theirs.
             options["userns_mode"] = "keep-id:uid=1000,gid=1000"
         return options
+
+    def service_options(self) -> dict[str, Any]:
+        # Container root is the user running Podman (rootless) or root (rootful): cocoond's UID either
+        # way, so the proxy can write its ack next to the policy.
+        return {"user": "0:0", "ulimits": self._ulimits()}
+
+    @staticmethod
+    def _ulimits() -> list[docker.types.Ulimit]:
+        # Podman's default rlimits (a million open files) fail where the service's own hard limits are
+        # lower; ask for a modest amount that is below them on any ordinary host.
+        return [
+            docker.types.Ulimit(name=name, soft=value, hard=value)
+            for name, limit in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC))
+            for value in [min(_hard_limit(limit), RLIMIT_CAP)]
+        ]

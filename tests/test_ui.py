@@ -17,7 +17,13 @@ from ui.diff import parse_patch
 
 pytestmark = pytest.mark.django_db
 
-ADMIN_PAGES = ["/settings/", "/settings/secrets", "/settings/tokens", "/settings/providers", "/settings/egress"]
+ADMIN_PAGES = [
+    "/settings/",
+    "/settings/secrets",
+    "/settings/tokens",
+    "/settings/providers",
+    "/settings/egress",
+]
 
 
 def logged_in(scope: str = TokenScope.ADMIN, **client_options) -> tuple[Client, str]:
@@ -84,7 +90,9 @@ def test_forms_need_the_csrf_token():
     assert response.status_code == 403
     assert not Secret.objects.exists()
     token = client.get("/settings/secrets").context["csrf_token"]
-    response = client.post("/settings/secrets", {"name": "X", "value": "y", "csrfmiddlewaretoken": str(token)})
+    response = client.post(
+        "/settings/secrets", {"name": "X", "value": "y", "csrfmiddlewaretoken": str(token)}
+    )
     assert response.status_code == 302
     assert Secret.objects.filter(name="X").exists()
 
@@ -129,7 +137,6 @@ def test_a_created_token_is_shown_once_and_secrets_never():
 
 def test_settings_form_saves_and_shows_field_errors_in_place():
     client, _plain = logged_in()
-    form = {field: "" for field in ()}
     page = client.get("/settings/")
     form = {row[0].name: row[1] for row in page.context["rows"] if row[0].kind != "bool"}
     form["general__activityRetentionDays"] = "30"
@@ -141,7 +148,7 @@ def test_settings_form_saves_and_shows_field_errors_in_place():
     assert "Must be at most" in response.content.decode()
 
 
-def test_pages_of_methods_this_server_lacks_are_hidden_or_not_found(monkeypatch):
+def test_pages_of_methods_this_server_lacks_are_hidden_or_not_found():
     from cocoon.registry import registry
 
     client, _plain = logged_in()
@@ -188,7 +195,11 @@ def test_the_websocket_accepts_the_session_cookie_only_from_its_own_origin():
     async def scenario():
         own = [(b"host", b"cocoon.test"), (b"origin", b"http://cocoon.test"), (b"cookie", cookie.encode())]
         assert "result" in await subscribe(own)
-        foreign = [(b"host", b"cocoon.test"), (b"origin", b"https://evil.example"), (b"cookie", cookie.encode())]
+        foreign = [
+            (b"host", b"cocoon.test"),
+            (b"origin", b"https://evil.example"),
+            (b"cookie", cookie.encode()),
+        ]
         assert (await subscribe(foreign))["error"]["code"] == "unauthorized"
         await database_sync_to_async(tokens.ApiToken.objects.all().delete)()
         assert (await subscribe(own))["error"]["code"] == "unauthorized"

@@ -95,16 +95,24 @@ def test_a_shell_agent_spawned_from_the_form_echoes_in_the_terminal_and_its_card
     admin.get_by_role("button", name="Spawn agent").click()
     terminal = admin.locator("#terminal")
     expect(terminal).to_have_attribute("data-connected", "1")
-    admin.evaluate("window.notReloaded = true")
+    agent_id = terminal.get_attribute("data-agent-id")
     terminal.click()
     admin.keyboard.type("echo hello-ui\n")
     # the echo of the typed command and its output: two lines with the text
     expect(terminal.locator(".xterm-rows")).to_contain_text(re.compile(r"hello-ui[\s\S]*hello-ui"))
-    status = admin.locator("[data-agent] [data-field=status]")
+
+    # The agent's card on the sandbox page, open in a second tab, follows the status over the WebSocket.
+    watcher = admin.context.new_page()
+    watcher.goto(f"{server.url}/sandboxes/{sandbox_id}/")
+    expect(watcher.locator("#live-state")).to_have_attribute("data-live", "1")
+    watcher.evaluate("window.notReloaded = true")
+    card = watcher.locator(f".card[data-agent={agent_id}]")
     admin.keyboard.type("sleep 5\n")
-    expect(status).to_have_text("working", timeout=15_000)
-    expect(status).to_have_text("idle", timeout=20_000)
-    assert admin.evaluate("window.notReloaded") is True  # the status came over the WebSocket
+    expect(card.locator("[data-field=status]")).to_have_text("working", timeout=15_000)
+    expect(card).to_have_class(re.compile("status-working"))
+    expect(card.locator("[data-field=status]")).to_have_text("idle", timeout=20_000)
+    assert watcher.evaluate("window.notReloaded") is True
+    watcher.close()
     snap(admin, "agent-terminal")
 
 

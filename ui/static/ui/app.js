@@ -68,7 +68,9 @@ const handlers = {
         card.className = card.className.replace(/\bstatus-\S+/g, "").trim() + ` status-${agent.status}`;
       }
     });
-    if (!cards.length && document.querySelector("[data-live-list=agents]")) changed();
+    const list = document.querySelector("[data-live-list=agents]");
+    const listed = list && (!list.dataset.filterSandbox || list.dataset.filterSandbox === agent.sandboxId);
+    if (!cards.length && listed) changed();
     const wasBlocked = blocked.has(agent.id);
     agent.status === "blocked" ? blocked.add(agent.id) : blocked.delete(agent.id);
     if (agent.status === "blocked" && !wasBlocked && window.Notification?.permission === "granted") {
@@ -96,6 +98,12 @@ const handlers = {
     if (document.querySelector("[data-checklist]") || location.pathname.startsWith("/settings")) changed();
   },
 };
+// A checklist fix (image build, toolbox install) that finished changes the checklist.
+for (const type of ["image.build", "toolbox.install"]) {
+  handlers[type] = (event) => {
+    if (document.querySelector("[data-checklist]") && ["done", "failed"].includes(event.data.status)) changed();
+  };
+}
 
 let retry = 500;
 function connect() {

@@ -226,3 +226,11 @@ def test_a_patch_splits_into_files_with_numbered_and_paired_rows():
     assert paired == [("old", "new"), (None, "more")]
     assert second.path == "b.bin"
     assert second.rows[0].kind == "meta"
+
+
+def test_unknown_actions_are_not_found_and_bad_numbers_come_back_as_field_errors():
+    client, _plain = logged_in()
+    assert client.post("/sandboxes/sb_x/do/exec").status_code == 404
+    assert client.post("/agents/ag_x/do/read").status_code == 404
+    page = client.post("/sandboxes/", {"cpus": "many", "network": "none"}, follow=True).content.decode()
+    assert "limits.cpus" in page

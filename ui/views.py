@@ -13,12 +13,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import translation
+from django.utils.http import content_disposition_header
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from agents.models import AgentProfile
 from agents.services import ensure_profiles
 from cocoon.auth import log_in_session
+from cocoon.errors import ErrorCode, RpcError
 from cocoon.registry import registry
 from sandboxes.choices import Capability, NetworkMode
 from ui.diff import parse_patch
@@ -119,11 +121,21 @@ def _create_sandbox(request: HttpRequest) -> HttpResponse:
         for key in ("name", "image", "repo", "branch", "network", "runtime")
         if form.get(key)
     }
-    limits = {key: float(form[key]) for key in ("cpus", "memoryMb", "pids") if form.get(key)}
+    limits = {key: _number(form[key]) for key in ("cpus", "memoryMb", "pids") if form.get(key)}
     if limits:
-        params["limits"] = {key: value if key == "cpus" else int(value) for key, value in limits.items()}
+        params["limits"] = limits
     sandbox = call(request, "sandbox.create", **params)
     return redirect("ui:sandbox", sandbox_id=sandbox["id"])
+
+
+def _number(raw: str) -> int | float | str:
+    """A form's number; what is none is passed on as it is, for the schema to answer a field error."""
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
 
 
 @page()
@@ -139,10 +151,17 @@ def sandbox(request: HttpRequest, sandbox_id: str) -> HttpResponse:
 SANDBOX_ACTIONS = {"start": "sandbox.start", "stop": "sandbox.stop", "delete": "sandbox.delete"}
 
 
+def _action(actions: dict[str, Any], action: str) -> Any:
+    """The method behind a URL's action word; only the listed ones, whatever the URL says."""
+    if action not in actions:
+        raise RpcError(ErrorCode.NOT_FOUND)
+    return actions[action]
+
+
 @page()
 @require_POST
 def sandbox_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpResponse:
-    call(request, SANDBOX_ACTIONS.get(action, action), sandboxId=sandbox_id)
+    call(request, _action(SANDBOX_ACTIONS, action), sandboxId=sandbox_id)
     if action == "delete":
         return done(request, reverse("ui:sandboxes"), _("The sandbox was deleted."))
     return done(request, reverse("ui:sandbox", args=[sandbox_id]))
@@ -162,7 +181,7 @@ def files(request: HttpRequest, sandbox_id: str) -> HttpResponse:
     if download := request.GET.get("download"):
         content = call(request, "files.read", sandboxId=sandbox_id, path=download, encoding="base64")
         response = HttpResponse(base64.b64decode(content["content"]), content_type="application/octet-stream")
-        response["Content-Disposition"] = f'attachment; filename="{download.rsplit("/", 1)[-1]}"'
+        response["Content-Disposition"] = content_disposition_header(True, download.rsplit("/", 1)[-1])
         return response
     context: dict[str, Any] = {"sandbox": call(request, "sandbox.get", sandboxId=sandbox_id), "path": path}
     if file := request.GET.get("file"):
@@ -220,7 +239,7 @@ GIT_ACTIONS = {
 @page()
 @require_POST
 def git_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpResponse:
-    method, fields, flags = GIT_ACTIONS.get(action, (action, (), ()))
+    method, fields, flags = _action(GIT_ACTIONS, action)
     params = {name: request.POST[name] for name in fields if request.POST.get(name)}
     params |= {flag: True for flag in flags if request.POST.get(flag)}
     result = call(request, method, sandboxId=sandbox_id, **params)
@@ -290,15 +309,19 @@ def agent(request: HttpRequest, agent_id: str) -> HttpResponse:
     return show(request, "ui/agent.html", context)
 
 
+AGENT_ACTIONS = {"input": "agent.send_input", "keys": "agent.send_keys", "kill": "agent.kill"}
+
+
 @page()
 @require_POST
 def agent_action(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
-    if action == "input":
-        call(request, "agent.send_input", agentId=agent_id, text=request.POST.get("text", ""))
-    elif action == "keys":
-        call(request, "agent.send_keys", agentId=agent_id, keys=request.POST.getlist("key"))
-    else:
-        call(request, "agent.kill", agentId=agent_id)
+    params = {
+        "input": {"text": request.POST.get("text", "")},
+        "keys": {"keys": request.POST.getlist("key")},
+        "kill": {},
+    }
+    method = _action(AGENT_ACTIONS, action)
+    call(request, method, agentId=agent_id, **params[action])
     return done(request, reverse("ui:agent", args=[agent_id]), _("Done"))
 
 

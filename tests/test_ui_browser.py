@@ -134,9 +134,25 @@ def test_a_file_edited_in_the_file_browser_shows_in_the_diff(admin, server, sand
     expect(admin.locator("table.diff.split td.add").last).to_have_text("two-from-ui")
 
 
+def test_files_upload_and_download_from_the_browser(admin, server, sandbox_id):
+    admin.goto(f"{server.url}/sandboxes/{sandbox_id}/files/")
+    admin.get_by_label("Upload a file here").set_input_files(
+        {"name": "up.bin", "mimeType": "application/octet-stream", "buffer": bytes(range(256))}
+    )
+    admin.get_by_role("button", name="Upload", exact=True).click()
+    expect(admin.locator(".messages")).to_contain_text("/workspace/up.bin")
+    download = admin.request.get(f"{server.url}/sandboxes/{sandbox_id}/files/?download=/workspace/up.bin")
+    assert download.body() == bytes(range(256))
+    archive = admin.request.get(f"{server.url}/sandboxes/{sandbox_id}/archive?path=/workspace")
+    assert archive.ok
+    assert archive.headers["content-type"] == "application/x-tar"
+
+
 def test_the_settings_pages_open_for_the_admin(admin, server):
-    for path, name in [("settings/", "settings"), ("settings/tokens", "tokens"), ("activity/", "activity")]:
+    settings_pages = ["", "/tokens", "/secrets", "/providers", "/egress", "/profiles"]
+    for path in [*(f"settings{page}" for page in settings_pages), "activity"]:
         admin.goto(f"{server.url}/{path}")
+        name = path.strip("/").replace("/", "-")
         expect(admin.locator("h1")).to_be_visible()
         snap(admin, name)
 

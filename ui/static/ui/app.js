@@ -5,11 +5,20 @@ const blocked = new Set(JSON.parse(document.getElementById("ui-blocked").textCon
 const baseTitle = document.title;
 const csrfToken = () => document.querySelector("input[name=csrfmiddlewaretoken]")?.value ?? "";
 
-// -- language switch: the choice lives in the browser (a cookie the server reads, and localStorage) --
+// -- language switch: the choice lives in the browser (a cookie the server reads, and localStorage,
+// which brings the cookie back if it was cleared) --------------------------------------------------
+const rememberLanguage = (language) => {
+  localStorage.setItem("cocoon.language", language);
+  document.cookie = `django_language=${language}; path=/; max-age=31536000; samesite=lax`;
+};
+const storedLanguage = localStorage.getItem("cocoon.language");
+if (storedLanguage && !document.cookie.split("; ").some((c) => c.startsWith("django_language="))) {
+  rememberLanguage(storedLanguage);
+  if (storedLanguage !== document.body.dataset.language) location.reload();
+}
 const switcher = document.querySelector("[data-language-switch]");
 switcher?.addEventListener("change", () => {
-  localStorage.setItem("cocoon.language", switcher.value);
-  document.cookie = `django_language=${switcher.value}; path=/; max-age=31536000; samesite=lax`;
+  rememberLanguage(switcher.value);
   location.reload();
 });
 

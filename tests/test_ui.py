@@ -234,3 +234,68 @@ def test_unknown_actions_are_not_found_and_bad_numbers_come_back_as_field_errors
     assert client.post("/agents/ag_x/do/read").status_code == 404
     page = client.post("/sandboxes/", {"cpus": "many", "network": "none"}, follow=True).content.decode()
     assert "limits.cpus" in page
+
+
+@pytest.fixture
+def profile_methods():
+    """The agents app's profile.* methods as their contract says (registered here if this tree lacks
+    them), recording what the UI sends."""
+    from cocoon.registry import registry
+    from cocoon.schema import ANY_OBJECT, EMPTY, array
+
+    if registry.find("profile.create") is not None:
+        yield None
+        return
+    stored = {"shell": {"name": "shell", "command": ["bash", "-l"], "promptMode": "typed", "builtin": True}}
+    handlers = {
+        "profile.list": (lambda call: list(stored.values()), array(ANY_OBJECT), False),
+        "profile.create": (
+            lambda call: stored.setdefault(call.params["name"], call.params),
+            ANY_OBJECT,
+            True,
+        ),
+        "profile.update": (
+            lambda call: stored[call.params["name"]].update(call.params) or {},
+            ANY_OBJECT,
+            True,
+        ),
+        "profile.delete": (lambda call: stored.pop(call.params["name"]) and {}, EMPTY, True),
+    }
+    for name, (handler, result, admin) in handlers.items():
+        registry.method(name, description=name, params=ANY_OBJECT, result=result, admin=admin)(handler)
+    yield stored
+    for name in handlers:
+        registry._methods.pop(name)
+
+
+def test_profiles_are_created_and_edited_through_the_profile_methods(profile_methods):
+    if profile_methods is None:
+        pytest.skip("the real profile.* methods are tested by the agents app")
+    client, _plain = logged_in()
+    form = {
+        "name": "aider",
+        "command": "aider\r\n--yes\r\n",
+        "promptMode": "argument",
+        "env": "A=1\r\nB=x=y",
+        "secrets": "OPENAI_API_KEY, OTHER",
+        "hooks": "on",
+        "blockedPatterns": "Allow?\r\n",
+    }
+    assert client.post("/settings/profiles", form).status_code == 302
+    assert profile_methods["aider"] == {
+        "name": "aider",
+        "command": ["aider", "--yes"],
+        "promptMode": "argument",
+        "env": {"A": "1", "B": "x=y"},
+        "secrets": ["OPENAI_API_KEY", "OTHER"],
+        "hooks": True,
+        "workingPattern": "",
+        "blockedPatterns": ["Allow?"],
+    }
+    page = client.get("/settings/profiles?edit=aider").content.decode()
+    assert "aider\n--yes\n</textarea>" in page
+    client.post("/settings/profiles", dict(form, command="aider"))
+    assert profile_methods["aider"]["command"] == ["aider"]
+    assert "aider" in client.get("/agents/").content.decode()  # offered by the spawn form
+    client.post("/settings/profiles", {"name": "aider", "delete": "1"})
+    assert "aider" not in profile_methods

@@ -12,11 +12,11 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from agents.models import AgentProfile
-from agents.services import ensure_profiles
+from agents.choices import PromptMode
 from cocoon.config import NETWORK_MODES, PROVIDER_AUTH, PROVIDER_KINDS
 from cocoon.errors import RpcError
 from cocoon.registry import registry
+from ui import web
 from ui.web import call, done, has_method, page, show
 
 
@@ -222,9 +222,58 @@ def tokens(request: HttpRequest) -> HttpResponse:
     return show(request, "ui/settings/tokens.html", context)
 
 
+PROFILE_ACTIONS = ("profile.create", "profile.update", "profile.reset", "profile.delete")
+
+
+def _lines(raw: str) -> list[str]:
+    return [line.strip() for line in raw.splitlines() if line.strip()]
+
+
+def _profile_from(form: Any) -> dict[str, Any]:
+    """profile.create/update params from the form: argv and patterns one a line, env as KEY=value lines."""
+    env = dict(line.split("=", 1) for line in _lines(form.get("env", "")) if "=" in line)
+    fields = {
+        "name": form.get("name", "").strip(),
+        "command": _lines(form.get("command", "")),
+        "promptMode": form.get("promptMode", ""),
+        "env": env,
+        "secrets": _lines(form.get("secrets", "").replace(",", "\n")),
+        "hooks": form.get("hooks") == "on",
+        "workingPattern": form.get("workingPattern", ""),
+        "blockedPatterns": _lines(form.get("blockedPatterns", "")),
+        "defaultModel": form.get("defaultModel", "").strip(),
+    }
+    return {key: value for key, value in fields.items() if value != "" or key == "workingPattern"}
+
+
 @page(admin=True)
 def profiles(request: HttpRequest) -> HttpResponse:
-    """The agent profiles; they are edited in the Django admin until profiles have methods of their own."""
-    ensure_profiles()
-    context = {"section": "profiles", "profiles": AgentProfile.objects.order_by("name")}
+    """Agent profiles; editing appears with the agents app's profile.* methods."""
+    if request.method == "POST":
+        return _change_profile(request)
+    listed = web.profiles(request)
+    edit = request.GET.get("edit", "")
+    context = {
+        "section": "profiles",
+        "profiles": listed,
+        "can": {name.split(".")[1]: has_method(name) for name in PROFILE_ACTIONS},
+        "edit": edit,
+        "current": next((profile for profile in listed if profile["name"] == edit), {}),
+        "prompt_modes": PromptMode.values,
+    }
     return show(request, "ui/settings/profiles.html", context)
+
+
+def _change_profile(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "").strip()
+    if request.POST.get("reset"):
+        call(request, "profile.reset", name=name)
+        message = _("Profile %(name)s was reset to its built-in definition.")
+    elif request.POST.get("delete"):
+        call(request, "profile.delete", name=name)
+        message = _("Profile %(name)s deleted.")
+    else:
+        exists = any(profile["name"] == name for profile in web.profiles(request))
+        call(request, "profile.update" if exists else "profile.create", **_profile_from(request.POST))
+        message = _("Profile %(name)s saved.")
+    return done(request, reverse("ui:profiles"), message % {"name": name})

@@ -17,14 +17,12 @@ from django.utils.http import content_disposition_header
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from agents.models import AgentProfile
-from agents.services import ensure_profiles
 from cocoon.auth import log_in_session
 from cocoon.errors import ErrorCode, RpcError
 from cocoon.registry import registry
 from sandboxes.choices import Capability, NetworkMode
 from ui.diff import parse_patch
-from ui.web import back, call, done, has_method, page, show, ui_language
+from ui.web import back, call, done, has_method, page, profiles, show, ui_language
 
 # -- login ---------------------------------------------------------------------------------------------
 
@@ -140,7 +138,6 @@ def _number(raw: str) -> int | float | str:
 
 @page()
 def sandbox(request: HttpRequest, sandbox_id: str) -> HttpResponse:
-    ensure_profiles()
     context = {
         "sandbox": call(request, "sandbox.get", sandboxId=sandbox_id),
         "agents": call(request, "agent.list", sandboxId=sandbox_id),
@@ -257,13 +254,12 @@ def git_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpRespon
 
 def _spawn_options(request: HttpRequest) -> dict[str, Any]:
     """The spawn form: profiles, and providers and a model where agent.spawn takes them."""
-    ensure_profiles()
     takes = set(_params_of("agent.spawn"))
     providers = []
     if "providers" in takes and request.actor.is_admin:
         providers = sorted(call(request, "settings.get")["providers"])
     return {
-        "profiles": list(AgentProfile.objects.order_by("name").values_list("name", flat=True)),
+        "profiles": [profile["name"] for profile in profiles(request)],
         "providers": providers,
         "takes_model": "model" in takes,
     }

@@ -1,6 +1,7 @@
 """The web UI through Django's test client: login, sessions, authorization, CSRF, i18n, forms."""
 
 import asyncio
+from contextlib import contextmanager
 
 import pytest
 from channels.db import database_sync_to_async
@@ -236,36 +237,38 @@ def test_unknown_actions_are_not_found_and_bad_numbers_come_back_as_field_errors
     assert "limits.cpus" in page
 
 
+@contextmanager
+def declared(handlers):
+    """Methods other apps are building, declared here by their contract when this tree lacks them:
+    {name: (handler, admin[, params schema])}. Yields False, declaring nothing, once the real ones exist."""
+    from cocoon.registry import registry
+    from cocoon.schema import ANY_OBJECT
+
+    if any(registry.find(name) for name in handlers):
+        yield False
+        return
+    for name, (handler, admin, *params) in handlers.items():
+        result = {"type": ["object", "array"]}
+        schema = params[0] if params else ANY_OBJECT
+        registry.method(name, description=name, params=schema, result=result, admin=admin)(handler)
+    try:
+        yield True
+    finally:
+        for name in handlers:
+            registry._methods.pop(name)
+
+
 @pytest.fixture
 def profile_methods():
-    """The agents app's profile.* methods as their contract says (registered here if this tree lacks
-    them), recording what the UI sends."""
-    from cocoon.registry import registry
-    from cocoon.schema import ANY_OBJECT, EMPTY, array
-
-    if registry.find("profile.create") is not None:
-        yield None
-        return
     stored = {"shell": {"name": "shell", "command": ["bash", "-l"], "promptMode": "typed", "builtin": True}}
     handlers = {
-        "profile.list": (lambda call: list(stored.values()), array(ANY_OBJECT), False),
-        "profile.create": (
-            lambda call: stored.setdefault(call.params["name"], call.params),
-            ANY_OBJECT,
-            True,
-        ),
-        "profile.update": (
-            lambda call: stored[call.params["name"]].update(call.params) or {},
-            ANY_OBJECT,
-            True,
-        ),
-        "profile.delete": (lambda call: stored.pop(call.params["name"]) and {}, EMPTY, True),
+        "profile.list": (lambda call: list(stored.values()), False),
+        "profile.create": (lambda call: stored.setdefault(call.params["name"], call.params), True),
+        "profile.update": (lambda call: stored[call.params["name"]].update(call.params) or {}, True),
+        "profile.delete": (lambda call: stored.pop(call.params["name"]) and {}, True),
     }
-    for name, (handler, result, admin) in handlers.items():
-        registry.method(name, description=name, params=ANY_OBJECT, result=result, admin=admin)(handler)
-    yield stored
-    for name in handlers:
-        registry._methods.pop(name)
+    with declared(handlers) as fake:
+        yield stored if fake else None
 
 
 def test_profiles_are_created_and_edited_through_the_profile_methods(profile_methods):
@@ -299,3 +302,43 @@ def test_profiles_are_created_and_edited_through_the_profile_methods(profile_met
     assert "aider" in client.get("/agents/").content.decode()  # offered by the spawn form
     client.post("/settings/profiles", {"name": "aider", "delete": "1"})
     assert "aider" not in profile_methods
+
+
+def test_the_denied_list_allows_a_host_with_one_click_for_all_or_one_sandbox():
+    denied = [
+        {"sandboxId": "sb_a", "source": "proxy", "host": "example.org", "port": 443, "reason": "not allowed",
+         "count": 3, "firstAt": "2026-01-01T00:00:00Z", "lastAt": "2026-01-01T00:01:00Z"},
+    ]  # fmt: skip
+    allowed = []
+    handlers = {
+        "egress.denied": (lambda call: denied, True),
+        "egress.allow": (lambda call: allowed.append(call.params) or {}, True),
+    }
+    with declared(handlers) as fake:
+        if not fake:
+            pytest.skip("the real egress methods are tested with the egress proxy")
+        client, _plain = logged_in()
+        page = client.get("/settings/egress").content.decode()
+        assert 'data-denied-host="example.org"' in page
+        assert 'aria-label="Allow example.org"' in page
+        client.post("/settings/egress/allow", {"host": "example.org"})
+        client.post("/settings/egress/allow", {"host": "example.org", "sandboxId": "sb_a"})
+        assert allowed == [{"host": "example.org"}, {"host": "example.org", "sandboxId": "sb_a"}]
+
+
+def test_the_provider_test_button_sends_the_unsaved_form():
+    seen = []
+    params = {"type": "object", "properties": {"providerId": {}, "provider": {}, "key": {}}}
+    reply = {"ok": True, "models": ["m"]}
+    handlers = {"providers.test": (lambda call: seen.append(call.params) or reply, True, params)}
+    with declared(handlers) as fake:
+        if not fake:
+            pytest.skip("the real providers.test is tested by the egress app")
+        client, _plain = logged_in()
+        assert 'formaction="/settings/providers/test"' in client.get("/settings/providers").content.decode()
+        form = {"name": "gw", "kind": "openai", "baseUrl": "http://localhost:4000/v1", "auth": "bearer"}
+        answer = client.post("/settings/providers/test", form, HTTP_ACCEPT="application/json").json()
+        assert answer["result"] == {"ok": True, "models": ["m"]}
+        assert seen[0]["providerId"] == "gw"
+        provider = {"kind": "openai", "baseUrl": "http://localhost:4000/v1", "auth": "bearer", "models": []}
+        assert seen[0]["provider"] == provider

@@ -180,9 +180,9 @@ def provider_delete(request: HttpRequest) -> HttpResponse:
 @page(admin=True)
 @require_POST
 def provider_test(request: HttpRequest) -> HttpResponse:
-    """providers.test on the form's values, saved or not; the answer is shown as it comes."""
+    """providers.test on the form's values (saved or not), or on the saved provider of that name."""
     takes = registry.get("providers.test").params.get("properties", {})
-    offered = {"name": request.POST.get("name", "").strip(), "provider": _provider_from(request.POST)}
+    offered = {"providerId": request.POST.get("name", "").strip(), "provider": _provider_from(request.POST)}
     result = call(request, "providers.test", **{key: value for key, value in offered.items() if key in takes})
     return done(request, reverse("ui:providers"), _("Test finished."), **result)
 

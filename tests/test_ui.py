@@ -16,7 +16,9 @@ from cocoon.choices import TokenScope
 from cocoon.models import Secret
 from ui.diff import parse_patch
 
-pytestmark = pytest.mark.django_db
+# Pages ask the engine (the setup checklist makes the instance's networks and volume): docker_client
+# removes what this test instance made when the session ends.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("docker_client")]
 
 ADMIN_PAGES = [
     "/settings/",

@@ -155,7 +155,7 @@ def test_pages_of_methods_this_server_lacks_are_hidden_or_not_found():
     from cocoon.registry import registry
 
     client, _plain = logged_in()
-    if registry.find("task.list") is None:
+    if registry.find("task.list") is None and registry.find("schedule.list") is None:
         assert 'href="/tasks/"' not in client.get("/").content.decode()
         assert client.get("/tasks/").status_code == 404
     if registry.find("egress.denied") is None:
@@ -344,3 +344,17 @@ def test_the_provider_test_button_sends_the_unsaved_form():
         assert seen[0]["providerId"] == "gw"
         provider = {"kind": "openai", "baseUrl": "http://localhost:4000/v1", "auth": "bearer", "models": []}
         assert seen[0]["provider"] == provider
+
+
+def test_the_tasks_slot_appears_with_task_list():
+    handlers = {
+        "task.list": (lambda call: [{"id": "task_1", "status": "review", "sandboxId": "sb_a"}], False)
+    }
+    with declared(handlers) as fake:
+        if not fake:
+            pytest.skip("the real task.list is tested by the scheduling app")
+        client, _plain = logged_in(TokenScope.AGENT)
+        assert 'href="/tasks/"' in client.get("/").content.decode()
+        page = client.get("/tasks/").content.decode()
+        assert "task_1" in page
+        assert "Schedules" not in page

@@ -343,5 +343,12 @@ def activity(request: HttpRequest) -> HttpResponse:
 
 @page()
 def tasks(request: HttpRequest) -> HttpResponse:
-    """Tasks, shown once the task engine registers task.list (the sidebar slot appears with it)."""
-    return show(request, "ui/tasks.html", {"tasks": call(request, "task.list")})
+    """Tasks and schedules, shown once the task engine registers task.list / schedule.list (the sidebar
+    slot appears with them)."""
+    context = {
+        "tasks": call(request, "task.list") if has_method("task.list") else None,
+        "schedules": call(request, "schedule.list") if has_method("schedule.list") else None,
+    }
+    if context["tasks"] is None and context["schedules"] is None:
+        raise RpcError(ErrorCode.NOT_FOUND)
+    return show(request, "ui/tasks.html", context)

@@ -1,24 +1,84 @@
-from django.contrib import admin
+"""Django admin: read-mostly. Whatever a service must do (revoking a token, deleting a sandbox, ...) runs
+through that service as an admin action, never as a raw row change."""
 
-from cocoon.models import ActivityEntry, ApiToken, Secret
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import tokens, vault
+from cocoon.actors import Actor
+from cocoon.auth import user_actor
+from cocoon.errors import RpcError
+from cocoon.models import ActivityEntry, ApiToken, Secret, SettingsDocument
+
+
+def service_action(name: str, description: Any, run: Callable[[Model, Actor], Any]) -> Callable:
+    """An admin action calling a service once per selected row as the Django user's actor."""
+
+    def action(model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+        actor = user_actor(request.user)
+        for row in queryset:
+            try:
+                run(row, actor)
+            except RpcError as error:
+                model_admin.message_user(request, f"{row}: {error.render()['message']}", messages.ERROR)
+
+    action.__name__ = name
+    return admin.action(description=description)(action)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows are shown, never added, edited or deleted here; changes go through the services' actions."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """Tokens are created in the web UI (the plain token is shown once there) and revoked here or there."""
+
     list_display = ["name", "scope", "created_at", "last_used_at"]
     exclude = ["token_hash"]
-    readonly_fields = ["scope", "bootstrap", "created_at", "last_used_at"]
+    actions = [
+        service_action(
+            "revoke",
+            _("Revoke the selected tokens"),
+            lambda token, actor: tokens.revoke_token(token.pk, actor=actor),
+        )
+    ]
 
 
 @admin.register(Secret)
-class SecretAdmin(admin.ModelAdmin):
+class SecretAdmin(ReadOnlyAdmin):
     list_display = ["name", "created_at", "updated_at"]
     exclude = ["ciphertext"]
-    readonly_fields = ["created_at", "updated_at"]
+    actions = [
+        service_action(
+            "delete_secrets",
+            _("Delete the selected secrets"),
+            lambda secret, actor: vault.delete_secret(secret.name, actor=actor),
+        )
+    ]
+
+
+@admin.register(SettingsDocument)
+class SettingsDocumentAdmin(ReadOnlyAdmin):
+    list_display = ["__str__", "updated_at"]
 
 
 @admin.register(ActivityEntry)
-class ActivityEntryAdmin(admin.ModelAdmin):
+class ActivityEntryAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "key", "actor", "sandbox_id", "agent_id"]
     list_filter = ["key"]
-    readonly_fields = ["key", "params", "actor", "sandbox_id", "agent_id", "created_at"]
+    search_fields = ["sandbox_id", "agent_id", "actor"]

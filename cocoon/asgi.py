@@ -4,10 +4,12 @@ import asyncio
 import os
 from typing import Any
 
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cocoon.settings")
-django_application = get_asgi_application()  # sets Django up before the imports below
+# Static files (the UI's scripts, xterm.js) come from cocoond itself: no CDN, no separate web server.
+django_application = ASGIStaticFilesHandler(get_asgi_application())  # sets Django up before the imports
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402

@@ -1,17 +1,32 @@
-"""Token authentication for HTTP (DRF) and WebSockets (ASGI middleware).
+"""Authentication for HTTP (DRF), WebSockets (ASGI middleware) and browser sessions.
 
 A token comes as "Authorization: Bearer <token>" or as ?token= (browser WebSockets and downloads,
 which cannot set headers). The query form is stripped from access logs (see cocoon.logs).
+
+A browser logs in once with a token (or a Django user) and then carries a Django session: the session
+holds which token (or user) it stands for, never the plain token, and is checked again on every
+request, so revoking the token ends the session too.
 """
 
+import hashlib
+import hmac
+from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from channels.db import database_sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.backends.base import SessionBase
+from django.utils.module_loading import import_string
 from rest_framework import authentication, exceptions
 
 from cocoon import tokens
-from cocoon.actors import Actor
+from cocoon.actors import ENV_ACTOR, Actor
+from cocoon.choices import TokenScope
+from cocoon.models import ApiToken
+
+SESSION_ACTOR_KEY = "cocoon.actor"
 
 
 def token_from(authorization: str | None, query_token: str | None) -> str | None:
@@ -36,26 +51,105 @@ class TokenAuthentication(authentication.BaseAuthentication):
         return 'Bearer realm="cocoon"'
 
 
-async def request_actor(scope: dict) -> tuple[Actor | None, dict[str, str], dict[str, list[str]]]:
-    """The actor of an ASGI request (HTTP or WebSocket), with its headers and query for later use."""
+# -- browser sessions ------------------------------------------------------------------------------
+
+
+def _env_digest() -> str:
+    return hashlib.sha256(settings.COCOON_TOKEN.encode()).hexdigest() if settings.COCOON_TOKEN else ""
+
+
+def log_in_session(session: SessionBase, *, token_plain: str | None = None, user: Any = None) -> Actor | None:
+    """Bind a session to the token (or Django user) it logged in with; None if the token is not valid."""
+    if user is not None:
+        actor = user_actor(user)
+        marker = {"user": user.pk}
+    else:
+        actor = tokens.authenticate(token_plain)
+        if actor is None:
+            return None
+        # COCOON_TOKEN has no row: remember its digest, so changing the variable ends such sessions.
+        marker = {"env": _env_digest()} if actor is ENV_ACTOR else {"token": actor.token_id}
+    session.cycle_key()  # a new session id at login: no session fixation
+    session[SESSION_ACTOR_KEY] = marker
+    return actor
+
+
+def user_actor(user: Any) -> Actor:
+    """A Django user acts as an admin if it is a superuser, else with agent scope."""
+    scope = TokenScope.ADMIN if user.is_superuser else TokenScope.AGENT
+    return Actor(token_id=f"user:{user.pk}", name=user.get_username(), scope=scope)
+
+
+def session_actor(session: SessionBase) -> Actor | None:
+    """Who a browser session stands for now (the token may have been revoked meanwhile), or None."""
+    marker = session.get(SESSION_ACTOR_KEY) or {}
+    if "token" in marker:
+        token = ApiToken.objects.filter(pk=marker["token"]).first()
+        return Actor(token_id=token.id, name=token.name, scope=token.scope) if token else None
+    if "env" in marker:
+        digest = _env_digest()
+        return ENV_ACTOR if digest and hmac.compare_digest(digest, marker["env"]) else None
+    if "user" in marker:
+        user = get_user_model().objects.filter(pk=marker["user"], is_active=True).first()
+        return user_actor(user) if user else None
+    return None
+
+
+def _same_origin(headers: dict[str, str]) -> bool:
+    """A cookie rides along on any site's WebSocket to us, so it only counts from our own pages."""
+    origin = headers.get("origin")
+    return bool(origin) and urlsplit(origin).netloc == headers.get("host")
+
+
+def _cookie_session_actor(headers: dict[str, str]) -> Actor | None:
+    cookie = SimpleCookie(headers.get("cookie", ""))
+    morsel = cookie.get(settings.SESSION_COOKIE_NAME)
+    if morsel is None or not _same_origin(headers):
+        return None
+    store = import_string(f"{settings.SESSION_ENGINE}.SessionStore")
+    return session_actor(store(session_key=morsel.value))
+
+
+# -- ASGI --------------------------------------------------------------------------------------------
+
+
+def _decode(scope: dict) -> tuple[dict[str, str], dict[str, list[str]]]:
     headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-    plain = token_from(headers.get("authorization"), (query.get("token") or [None])[0])
+    return headers, parse_qs(scope.get("query_string", b"").decode("latin-1"))
+
+
+def _plain_token(headers: dict[str, str], query: dict[str, list[str]]) -> str | None:
+    return token_from(headers.get("authorization"), (query.get("token") or [None])[0])
+
+
+async def request_actor(scope: dict) -> tuple[Actor | None, dict[str, str], dict[str, list[str]]]:
+    """The token's actor of an ASGI request (HTTP or WebSocket), with its headers and query for later use."""
+    headers, query = _decode(scope)
+    plain = _plain_token(headers, query)
     actor = await database_sync_to_async(tokens.authenticate)(plain) if plain else None
     return actor, headers, query
 
 
 class WebSocketTokenMiddleware:
-    """Put the authenticated Actor (or None) into scope["actor"] for WebSocket consumers."""
+    """Put the authenticated Actor (or None) into scope["actor"] for WebSocket consumers.
+
+    A token wins; without one, the browser's session cookie counts (same origin only).
+    """
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> Any:
-        headers = {
-            name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
-        }
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        plain = token_from(headers.get("authorization"), (query.get("token") or [None])[0])
-        actor = await database_sync_to_async(tokens.authenticate)(plain) if plain else None
+        actor, headers, query = await request_actor(scope)
+        if actor is None and _plain_token(headers, query) is None:
+            actor = await database_sync_to_async(_cookie_session_actor)(headers)
         return await self.app(dict(scope, actor=actor, headers_by_name=headers, query=query), receive, send)
+
+
+class SessionActorAuthentication(authentication.BaseAuthentication):
+    """DRF authentication by the browser's session, for GET-only views (downloads): it does no CSRF
+    check, so it must never guard a view that changes anything."""
+
+    def authenticate(self, request: Any) -> tuple[Actor, None] | None:
+        actor = session_actor(request._request.session)
+        return (actor, None) if actor else None

@@ -107,7 +107,18 @@ def system_methods(call: Call) -> list[dict[str, Any]]:
     result=obj(
         {
             "ready": BOOLEAN,
-            "items": array(obj({"key": STRING, "title": STRING, "ok": BOOLEAN, "detail": STRING})),
+            "items": array(
+                obj(
+                    {
+                        "key": STRING,
+                        "title": STRING,
+                        "ok": BOOLEAN,
+                        "detail": STRING,
+                        # the method that repairs the item, if one does (the UI's fix button)
+                        "fix": nullable(STRING),
+                    }
+                )
+            ),
         }
     ),
 )

@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "agents",
     "egress",
     "scheduling",
+    "ui",
 ]
 
 MIDDLEWARE = [

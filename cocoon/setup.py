@@ -29,14 +29,15 @@ class SetupCheck:
     key: str
     title: Any  # lazy translation
     check: Callable[[], tuple[bool, Any]]  # -> (ok, detail as lazy translation or "")
+    fix: str | None = None  # the method that repairs it (offered by the UI as a button)
 
 
 CHECKS: list[SetupCheck] = []
 
 
-def register_check(key: str, title: Any) -> Callable:
+def register_check(key: str, title: Any, fix: str | None = None) -> Callable:
     def decorator(check: Callable[[], tuple[bool, Any]]) -> Callable[[], tuple[bool, Any]]:
-        CHECKS.append(SetupCheck(key, title, check))
+        CHECKS.append(SetupCheck(key, title, check, fix))
         return check
 
     return decorator
@@ -54,7 +55,9 @@ def setup_status(language: str) -> dict[str, Any]:
     with translation.override(language):
         for item in CHECKS:
             ok, detail = item.check()
-            items.append({"key": item.key, "title": str(item.title), "ok": ok, "detail": str(detail)})
+            items.append(
+                {"key": item.key, "title": str(item.title), "ok": ok, "detail": str(detail), "fix": item.fix}
+            )
     return {"ready": all(item["ok"] for item in items), "items": items}
 
 

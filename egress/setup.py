@@ -9,7 +9,7 @@ from cocoon.setup import register_check
 from egress import services
 
 
-@register_check("egressProxy", _("Egress proxy"))
+@register_check("egressProxy", _("Egress proxy"), fix="egress.start_proxy")
 def _egress_proxy() -> tuple[bool, Any]:
     try:
         if not services.enforced():

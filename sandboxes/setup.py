@@ -30,7 +30,7 @@ def _network() -> tuple[bool, Any]:
     return False, _("The networks are missing; they are created on start.")
 
 
-@register_check("image", _("Sandbox image"))
+@register_check("image", _("Sandbox image"), fix="image.build")
 def _image() -> tuple[bool, Any]:
     image = config.get_settings()["sandbox"]["image"]
     try:
@@ -41,7 +41,7 @@ def _image() -> tuple[bool, Any]:
     return False, _("The image is missing: build it with image.build.")
 
 
-@register_check("toolbox", _("Agent toolbox"))
+@register_check("toolbox", _("Agent toolbox"), fix="toolbox.install")
 def _toolbox() -> tuple[bool, Any]:
     from sandboxes.toolbox import toolbox_status
 

@@ -170,6 +170,7 @@ def test_setup_status_lists_the_admin_token_in_the_request_language(cocoond):
         "title": "Admin-Token",
         "ok": True,
         "detail": "Ein Admin-Token ist vorhanden.",
+        "fix": None,
     }
 
 

@@ -1,0 +1,183 @@
+"""The web UI in real headless Chromium (Playwright) against a live cocoond on the real Docker driver.
+
+One cocoond and one sandbox serve the whole module. Screenshots of the main pages are written to
+test-output/screenshots/ (CI keeps them as artifacts).
+"""
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.conftest import ROOT, Cocoond, remove_instance_objects
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOTS = ROOT / "test-output" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, docker_client, sandbox_image) -> Iterator[Cocoond]:
+    """A cocoond of its own: no toolbox yet, so the setup checklist is still open."""
+    instance = Cocoond(data=tmp_path_factory.mktemp("ui") / "data").start()
+    yield instance
+    instance.stop()
+    remove_instance_objects(docker_client, instance.instance)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+def new_page(browser: Browser, locale: str = "en-US") -> Page:
+    context = browser.new_context(locale=locale, viewport={"width": 1280, "height": 860})
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    return page
+
+
+def log_in(page: Page, server: Cocoond, token: str) -> None:
+    page.goto(f"{server.url}/login")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Log in").click()
+
+
+def snap(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True)
+
+
+@pytest.fixture(scope="module")
+def admin(browser, server) -> Page:
+    page = new_page(browser)
+    page.goto(server.url)
+    snap(page, "login")
+    log_in(page, server, server.token)
+    expect(page.locator("#live-state")).to_have_attribute("data-live", "1")
+    return page
+
+
+@pytest.fixture(scope="module")
+def sandbox_id(admin, server) -> str:
+    """A sandbox created from the form."""
+    admin.goto(f"{server.url}/sandboxes/")
+    admin.get_by_label("Name").fill("ui-e2e")
+    admin.get_by_label("Network", exact=True).select_option("none")
+    snap(admin, "sandboxes")
+    admin.get_by_role("button", name="Create sandbox").click()
+    expect(admin.locator("h1")).to_contain_text("ui-e2e")
+    expect(admin.locator("[data-field=state]").first).to_have_text("running")
+    return re.search(r"/sandboxes/(sb_[a-z0-9]+)/", admin.url)[1]
+
+
+def test_login_shows_the_checklist_with_its_fix_buttons(admin, server):
+    admin.goto(server.url)
+    checklist = admin.locator("[data-checklist]")
+    expect(checklist).to_be_visible()
+    expect(checklist.locator("[data-check=toolbox] button")).to_have_text("Fix")
+    expect(checklist.locator("[data-check=image]")).to_have_class("ok")
+    snap(admin, "dashboard")
+
+
+def test_a_shell_agent_spawned_from_the_form_echoes_in_the_terminal_and_its_card_goes_live(
+    admin, server, sandbox_id
+):
+    admin.goto(f"{server.url}/sandboxes/{sandbox_id}/")
+    snap(admin, "sandbox")
+    admin.get_by_label("Profile").select_option("shell")
+    admin.get_by_role("button", name="Spawn agent").click()
+    terminal = admin.locator("#terminal")
+    expect(terminal).to_have_attribute("data-connected", "1")
+    agent_id = terminal.get_attribute("data-agent-id")
+    terminal.click()
+    admin.keyboard.type("echo hello-ui\n")
+    # the echo of the typed command and its output: two lines with the text
+    expect(terminal.locator(".xterm-rows")).to_contain_text(re.compile(r"hello-ui[\s\S]*hello-ui"))
+
+    # The agent's card on the sandbox page, open in a second tab, follows the status over the WebSocket.
+    watcher = admin.context.new_page()
+    watcher.goto(f"{server.url}/sandboxes/{sandbox_id}/")
+    expect(watcher.locator("#live-state")).to_have_attribute("data-live", "1")
+    watcher.evaluate("window.notReloaded = true")
+    card = watcher.locator(f".card[data-agent={agent_id}]")
+    admin.keyboard.type("sleep 5\n")
+    expect(card.locator("[data-field=status]")).to_have_text("working", timeout=15_000)
+    expect(card).to_have_class(re.compile("status-working"))
+    expect(card.locator("[data-field=status]")).to_have_text("idle", timeout=20_000)
+    assert watcher.evaluate("window.notReloaded") is True
+    watcher.close()
+    snap(admin, "agent-terminal")
+
+
+def test_a_file_edited_in_the_file_browser_shows_in_the_diff(admin, server, sandbox_id):
+    server.call("files.write", {"sandboxId": sandbox_id, "path": "notes.txt", "content": "one\n"})
+    admin.goto(f"{server.url}/sandboxes/{sandbox_id}/files/")
+    admin.get_by_role("link", name="notes.txt", exact=True).click()
+    editor = admin.get_by_label("Content")
+    expect(editor).to_have_value("one\n")
+    editor.fill("one\ntwo-from-ui\n")
+    snap(admin, "files")
+    admin.get_by_role("button", name="Save").click()
+    expect(admin.locator(".messages")).to_contain_text("Saved")
+    admin.goto(f"{server.url}/sandboxes/{sandbox_id}/diff/")
+    expect(admin.locator("table.numstat")).to_contain_text("notes.txt")
+    expect(admin.locator("table.diff tr.add")).to_contain_text(["one", "two-from-ui"])
+    snap(admin, "diff")
+    admin.get_by_role("link", name="Side by side").click()
+    expect(admin.locator("table.diff.split td.add").last).to_have_text("two-from-ui")
+
+
+def test_files_upload_and_download_from_the_browser(admin, server, sandbox_id):
+    admin.goto(f"{server.url}/sandboxes/{sandbox_id}/files/")
+    admin.get_by_label("Upload a file here").set_input_files(
+        {"name": "up.bin", "mimeType": "application/octet-stream", "buffer": bytes(range(256))}
+    )
+    admin.get_by_role("button", name="Upload", exact=True).click()
+    expect(admin.locator(".messages")).to_contain_text("/workspace/up.bin")
+    download = admin.request.get(f"{server.url}/sandboxes/{sandbox_id}/files/?download=/workspace/up.bin")
+    assert download.body() == bytes(range(256))
+    archive = admin.request.get(f"{server.url}/sandboxes/{sandbox_id}/archive?path=/workspace")
+    assert archive.ok
+    assert archive.headers["content-type"] == "application/x-tar"
+
+
+def test_the_settings_pages_open_for_the_admin(admin, server):
+    settings_pages = ["", "/tokens", "/secrets", "/providers", "/egress", "/profiles"]
+    for path in [*(f"settings{page}" for page in settings_pages), "activity"]:
+        admin.goto(f"{server.url}/{path}")
+        name = path.strip("/").replace("/", "-")
+        expect(admin.locator("h1")).to_be_visible()
+        snap(admin, name)
+
+
+def test_the_language_switch_is_kept_by_the_browser(browser, server):
+    page = new_page(browser)
+    log_in(page, server, server.token)
+    page.get_by_label("Language").select_option("de")
+    expect(page.locator("nav[aria-label=Hauptmenü]")).to_contain_text("Einstellungen")
+    expect(page.locator("[data-checklist] h2")).to_have_text("Einrichtung")
+    page.reload()
+    expect(page.locator("html")).to_have_attribute("lang", "de")
+    expect(page.locator("[data-checklist] h2")).to_have_text("Einrichtung")
+    snap(page, "dashboard-de")
+    page.context.close()
+
+
+def test_an_agent_token_gets_403_pages_for_settings_secrets_and_tokens(browser, server):
+    token = server.call("tokens.create", {"name": "ui-agent", "scope": "agent"})["token"]
+    page = new_page(browser)
+    log_in(page, server, token)
+    expect(page.get_by_role("link", name="Settings")).to_have_count(0)
+    for path in ("settings/", "settings/secrets", "settings/tokens"):
+        response = page.goto(f"{server.url}/{path}")
+        assert response.status == 403
+        expect(page.locator("h1")).to_have_text("Not allowed")
+    snap(page, "forbidden")
+    page.context.close()

@@ -1,0 +1,279 @@
+"""Settings pages (admin only): general settings, providers, secrets, tokens, profiles, egress.
+
+A page whose method the server lacks (egress.denied, providers.test, ...) hides that part.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
+
+from agents.choices import PromptMode
+from cocoon.config import NETWORK_MODES, PROVIDER_AUTH, PROVIDER_KINDS
+from cocoon.errors import RpcError
+from cocoon.registry import registry
+from ui import web
+from ui.web import call, done, has_method, page, show
+
+
+@dataclass(frozen=True)
+class Field:
+    """One settings form field, addressed by its dotted path in the settings document."""
+
+    path: str
+    label: Any
+    kind: str = "text"  # text, int, number, bool, lines, or choice
+    choices: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.path.replace(".", "__")
+
+    def value_in(self, document: dict[str, Any]) -> Any:
+        for part in self.path.split("."):
+            document = document.get(part, {}) if isinstance(document, dict) else {}
+        return "\n".join(document) if self.kind == "lines" else document
+
+    def parse(self, form: Any) -> Any:
+        raw = form.get(self.name, "")
+        if self.kind == "bool":
+            return raw == "on"
+        if self.kind == "lines":
+            return [line.strip() for line in raw.splitlines() if line.strip()]
+        if self.kind in {"int", "number"}:
+            try:
+                return int(raw) if self.kind == "int" else float(raw)
+            except ValueError:
+                return raw  # the schema answers with a field error in the form's language
+        return raw.strip()
+
+
+GENERAL_FIELDS = [
+    Field("general.language", _("Default language"), "choice", ("en", "de")),
+    Field("general.activityRetentionDays", _("Keep activity (days)"), "int"),
+    Field("sandbox.image", _("Sandbox image")),
+    Field("sandbox.network", _("Default network"), "choice", NETWORK_MODES),
+    Field("sandbox.runtime", _("Default runtime")),
+    Field("sandbox.limits.cpus", _("CPUs per sandbox"), "number"),
+    Field("sandbox.limits.memoryMb", _("Memory per sandbox (MB)"), "int"),
+    Field("sandbox.limits.pids", _("Processes per sandbox"), "int"),
+    Field("sandbox.maxLimits.cpus", _("At most CPUs"), "number"),
+    Field("sandbox.maxLimits.memoryMb", _("At most memory (MB)"), "int"),
+    Field("sandbox.maxLimits.pids", _("At most processes"), "int"),
+    Field("git.githubUrl", _("GitHub URL")),
+    Field("git.githubApiUrl", _("GitHub API URL")),
+    Field("toolbox.packages", _("Toolbox npm packages (one a line)"), "lines"),
+]
+EGRESS_FIELDS = [
+    Field("egress.credentialProxy", _("Credential proxy"), "bool"),
+    Field("egress.allowlist", _("Allowed domains (one a line, *.example.com for subdomains)"), "lines"),
+]
+
+
+def _patch(fields: list[Field], form: Any) -> dict[str, Any]:
+    patch: dict[str, Any] = {}
+    for field in fields:
+        *parents, leaf = field.path.split(".")
+        node = patch
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = field.parse(form)
+    return patch
+
+
+def _settings_form(
+    request: HttpRequest, fields: list[Field], template: str, extra: dict[str, Any]
+) -> HttpResponse:
+    """GET shows the fields filled from the settings; POST saves them, showing field errors in place."""
+    errors: dict[str, str] = {}
+    if request.method == "POST":
+        try:
+            call(request, "settings.update", **_patch(fields, request.POST))
+            return done(request, request.path, _("Settings saved."))
+        except RpcError as error:
+            rendered = error.render()
+            errors = {field["path"]: field["message"] for field in rendered["details"].get("fields", [])}
+            errors = errors or {"": rendered["message"]}
+    document = call(request, "settings.get")
+    rows = [(field, field.value_in(document), errors.get(field.path, "")) for field in fields]
+    return show(
+        request,
+        template,
+        {"rows": rows, "form_error": errors.get("", "")} | extra,
+        status=400 if errors else 200,
+    )
+
+
+@page(admin=True)
+def general(request: HttpRequest) -> HttpResponse:
+    return _settings_form(request, GENERAL_FIELDS, "ui/settings/general.html", {"section": "general"})
+
+
+@page(admin=True)
+def egress(request: HttpRequest) -> HttpResponse:
+    denied = call(request, "egress.denied") if has_method("egress.denied") else None
+    extra = {"section": "egress", "denied": denied, "can_allow": has_method("egress.allow")}
+    return _settings_form(request, EGRESS_FIELDS, "ui/settings/egress.html", extra)
+
+
+@page(admin=True)
+@require_POST
+def egress_allow(request: HttpRequest) -> HttpResponse:
+    params = {"host": request.POST.get("host", "")}
+    if sandbox_id := request.POST.get("sandboxId"):
+        params["sandboxId"] = sandbox_id
+    call(request, "egress.allow", **params)
+    return done(request, reverse("ui:egress"), _("%(host)s is allowed now.") % {"host": params["host"]})
+
+
+# -- providers ---------------------------------------------------------------------------------------
+
+PROVIDER_TEXT = ("baseUrl", "secret", "header", "envPrefix", "defaultModel")
+
+
+def _provider_from(form: Any) -> dict[str, Any]:
+    provider = {"kind": form.get("kind", ""), "auth": form.get("auth", "")}
+    provider |= {key: form[key].strip() for key in PROVIDER_TEXT if form.get(key, "").strip()}
+    provider["models"] = [
+        model.strip() for model in form.get("models", "").replace(",", "\n").splitlines() if model.strip()
+    ]
+    return provider
+
+
+@page(admin=True)
+def providers(request: HttpRequest) -> HttpResponse:
+    context = {
+        "section": "providers",
+        "providers": sorted(call(request, "settings.get")["providers"].items()),
+        "secrets": [secret["name"] for secret in call(request, "secrets.list")],
+        "kinds": PROVIDER_KINDS,
+        "auths": PROVIDER_AUTH,
+        "can_test": has_method("providers.test"),
+        "edit": request.GET.get("edit", ""),
+    }
+    return show(request, "ui/settings/providers.html", context)
+
+
+@page(admin=True)
+@require_POST
+def provider_save(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "").strip()
+    with transaction.atomic():  # replace the whole entry: a merge would keep fields the form cleared
+        if name in call(request, "settings.get")["providers"]:
+            call(request, "settings.reset", keys=[f"providers.{name}"])
+        call(request, "settings.update", providers={name: _provider_from(request.POST)})
+    return done(request, reverse("ui:providers"), _("Provider %(name)s saved.") % {"name": name})
+
+
+@page(admin=True)
+@require_POST
+def provider_delete(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "")
+    call(request, "settings.reset", keys=[f"providers.{name}"])
+    return done(request, reverse("ui:providers"), _("Provider %(name)s removed.") % {"name": name})
+
+
+@page(admin=True)
+@require_POST
+def provider_test(request: HttpRequest) -> HttpResponse:
+    """providers.test on the form's values (saved or not), or on the saved provider of that name."""
+    takes = registry.get("providers.test").params.get("properties", {})
+    offered = {"providerId": request.POST.get("name", "").strip(), "provider": _provider_from(request.POST)}
+    result = call(request, "providers.test", **{key: value for key, value in offered.items() if key in takes})
+    return done(request, reverse("ui:providers"), _("Test finished."), **result)
+
+
+# -- secrets, tokens, profiles -----------------------------------------------------------------------
+
+
+@page(admin=True)
+def secrets(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        name = request.POST.get("name", "").strip()
+        if request.POST.get("delete"):
+            call(request, "secrets.delete", name=name)
+            return done(request, request.path, _("Secret %(name)s deleted.") % {"name": name})
+        call(request, "secrets.set", name=name, value=request.POST.get("value", ""))
+        return done(request, request.path, _("Secret %(name)s saved.") % {"name": name})
+    return show(
+        request, "ui/settings/secrets.html", {"section": "secrets", "secrets": call(request, "secrets.list")}
+    )
+
+
+@page(admin=True)
+def tokens(request: HttpRequest) -> HttpResponse:
+    created = None
+    if request.method == "POST":
+        if token_id := request.POST.get("revoke"):
+            call(request, "tokens.revoke", tokenId=token_id)
+            return done(request, request.path, _("Token revoked."))
+        # Shown in this answer only: the plain token is never stored, so it cannot be shown again.
+        created = call(
+            request,
+            "tokens.create",
+            name=request.POST.get("name", "").strip(),
+            scope=request.POST.get("scope", ""),
+        )
+    context = {"section": "tokens", "tokens": call(request, "tokens.list"), "created": created}
+    return show(request, "ui/settings/tokens.html", context)
+
+
+PROFILE_ACTIONS = ("profile.create", "profile.update", "profile.reset", "profile.delete")
+
+
+def _lines(raw: str) -> list[str]:
+    return [line.strip() for line in raw.splitlines() if line.strip()]
+
+
+def _profile_from(form: Any) -> dict[str, Any]:
+    """profile.create/update params from the form: argv and patterns one a line, env as KEY=value lines."""
+    env = dict(line.split("=", 1) for line in _lines(form.get("env", "")) if "=" in line)
+    fields = {
+        "name": form.get("name", "").strip(),
+        "command": _lines(form.get("command", "")),
+        "promptMode": form.get("promptMode", ""),
+        "env": env,
+        "secrets": _lines(form.get("secrets", "").replace(",", "\n")),
+        "hooks": form.get("hooks") == "on",
+        "workingPattern": form.get("workingPattern", ""),
+        "blockedPatterns": _lines(form.get("blockedPatterns", "")),
+        "defaultModel": form.get("defaultModel", "").strip(),
+    }
+    return {key: value for key, value in fields.items() if value != "" or key == "workingPattern"}
+
+
+@page(admin=True)
+def profiles(request: HttpRequest) -> HttpResponse:
+    """Agent profiles; editing appears with the agents app's profile.* methods."""
+    if request.method == "POST":
+        return _change_profile(request)
+    listed = web.profiles(request)
+    edit = request.GET.get("edit", "")
+    context = {
+        "section": "profiles",
+        "profiles": listed,
+        "can": {name.split(".")[1]: has_method(name) for name in PROFILE_ACTIONS},
+        "edit": edit,
+        "current": next((profile for profile in listed if profile["name"] == edit), {}),
+        "prompt_modes": PromptMode.values,
+    }
+    return show(request, "ui/settings/profiles.html", context)
+
+
+def _change_profile(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "").strip()
+    if request.POST.get("reset"):
+        call(request, "profile.reset", name=name)
+        message = _("Profile %(name)s was reset to its built-in definition.")
+    elif request.POST.get("delete"):
+        call(request, "profile.delete", name=name)
+        message = _("Profile %(name)s deleted.")
+    else:
+        exists = any(profile["name"] == name for profile in web.profiles(request))
+        call(request, "profile.update" if exists else "profile.create", **_profile_from(request.POST))
+        message = _("Profile %(name)s saved.")
+    return done(request, reverse("ui:profiles"), message % {"name": name})

@@ -1,0 +1,170 @@
+// Every logged-in page: live updates over /v1/ws (no polling), the blocked-agent counter, the
+// language switch, and forms that submit without leaving the page (data-async).
+const strings = JSON.parse(document.getElementById("ui-strings").textContent);
+const blocked = new Set(JSON.parse(document.getElementById("ui-blocked").textContent));
+const baseTitle = document.title;
+const csrfToken = () => document.querySelector("input[name=csrfmiddlewaretoken]")?.value ?? "";
+
+// -- language switch: the choice lives in the browser (a cookie the server reads, and localStorage,
+// which brings the cookie back if it was cleared) --------------------------------------------------
+const rememberLanguage = (language) => {
+  localStorage.setItem("cocoon.language", language);
+  document.cookie = `django_language=${language}; path=/; max-age=31536000; samesite=lax`;
+};
+const storedLanguage = localStorage.getItem("cocoon.language");
+if (storedLanguage && !document.cookie.split("; ").some((c) => c.startsWith("django_language="))) {
+  rememberLanguage(storedLanguage);
+  if (storedLanguage !== document.body.dataset.language) location.reload();
+}
+const switcher = document.querySelector("[data-language-switch]");
+switcher?.addEventListener("change", () => {
+  rememberLanguage(switcher.value);
+  location.reload();
+});
+
+// -- blocked agents: a badge, a counter in the title, and (if allowed) a notification -------------
+function showBlocked() {
+  const badge = document.getElementById("blocked-count");
+  badge.textContent = String(blocked.size);
+  badge.hidden = blocked.size === 0;
+  document.title = blocked.size ? `(${blocked.size}) ${baseTitle}` : baseTitle;
+}
+const notifyButton = document.getElementById("notify-button");
+if ("Notification" in window && Notification.permission === "default") {
+  notifyButton.hidden = false;
+  notifyButton.addEventListener("click", async () => {
+    await Notification.requestPermission();
+    notifyButton.hidden = true;
+  });
+}
+showBlocked();
+
+// -- live updates -----------------------------------------------------------------------------------
+function setField(root, name, value) {
+  const element = root.querySelector(`[data-field="${name}"]`);
+  if (!element) return;
+  element.textContent = value;
+  element.className = element.className.replace(/\b(state|status)-\S+/g, "").trim();
+  element.classList.add(`${name === "state" ? "state" : "status"}-${value}`);
+}
+
+function changed() {
+  const notice = document.getElementById("live-notice");
+  notice.replaceChildren(`${strings.changed} `);
+  const link = document.createElement("a");
+  link.href = location.href;
+  link.textContent = strings.reload;
+  notice.append(link);
+  notice.hidden = false;
+}
+
+const handlers = {
+  "sandbox.updated"(event) {
+    const rows = document.querySelectorAll(`[data-sandbox="${event.sandboxId}"]`);
+    rows.forEach((row) => setField(row, "state", event.data.state));
+    if (!rows.length && document.querySelector("[data-live-list=sandboxes]")) changed();
+  },
+  "sandbox.deleted"(event) {
+    document.querySelectorAll(`tr[data-sandbox="${event.sandboxId}"]`).forEach((row) => row.remove());
+  },
+  "agent.updated"(event) {
+    const agent = event.data;
+    const cards = document.querySelectorAll(`[data-agent="${agent.id}"]`);
+    cards.forEach((card) => {
+      setField(card, "status", agent.status);
+      setField(card, "statusSource", agent.statusSource);
+      if (card.classList.contains("card")) {
+        card.className = card.className.replace(/\bstatus-\S+/g, "").trim() + ` status-${agent.status}`;
+      }
+    });
+    const list = document.querySelector("[data-live-list=agents]");
+    const listed = list && (!list.dataset.filterSandbox || list.dataset.filterSandbox === agent.sandboxId);
+    if (!cards.length && listed) changed();
+    const wasBlocked = blocked.has(agent.id);
+    agent.status === "blocked" ? blocked.add(agent.id) : blocked.delete(agent.id);
+    if (agent.status === "blocked" && !wasBlocked && window.Notification?.permission === "granted") {
+      new Notification(strings.blocked, { body: `${agent.id} (${agent.profile})`, tag: agent.id });
+    }
+    showBlocked();
+  },
+  activity(event) {
+    const list = document.querySelector("[data-live-list=activity]");
+    if (!list) return;
+    const { sandboxId, agentId, createdAt, message, actor } = event.data;
+    if ((list.dataset.filterSandbox && list.dataset.filterSandbox !== sandboxId) ||
+        (list.dataset.filterAgent && list.dataset.filterAgent !== agentId)) return;
+    const item = document.createElement("li");
+    const time = document.createElement("time");
+    time.dateTime = createdAt;
+    time.textContent = createdAt.slice(0, 19);
+    const who = document.createElement("span");
+    who.className = "muted";
+    who.textContent = actor;
+    item.append(time, ` ${message} `, who);
+    list.prepend(item);
+  },
+  "settings.updated"() {
+    if (document.querySelector("[data-checklist]") || location.pathname.startsWith("/settings")) changed();
+  },
+};
+// A checklist fix (image build, toolbox install) that finished changes the checklist.
+for (const type of ["image.build", "toolbox.install"]) {
+  handlers[type] = (event) => {
+    if (document.querySelector("[data-checklist]") && ["done", "failed"].includes(event.data.status)) changed();
+  };
+}
+
+let retry = 500;
+function connect() {
+  const state = document.getElementById("live-state");
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${scheme}://${location.host}/v1/ws?lang=${document.body.dataset.language}`);
+  socket.addEventListener("open", () => {
+    retry = 500;
+    socket.send(JSON.stringify({ id: 1, method: "events.subscribe",
+      params: { types: Object.keys(handlers) } }));
+  });
+  socket.addEventListener("message", (message) => {
+    const frame = JSON.parse(message.data);
+    if (frame.id === 1 && frame.result) {
+      state.textContent = strings.connected;
+      state.dataset.live = "1";
+    }
+    if (frame.event) handlers[frame.event.type]?.(frame.event);
+  });
+  socket.addEventListener("close", () => {
+    state.textContent = strings.disconnected;
+    delete state.dataset.live;
+    setTimeout(connect, retry);
+    retry = Math.min(retry * 2, 10000);
+  });
+}
+connect();
+
+// -- forms ----------------------------------------------------------------------------------------
+document.addEventListener("submit", async (submit) => {
+  const form = submit.target;
+  if (form.dataset.confirm && !confirm(form.dataset.confirm)) {
+    submit.preventDefault();
+    return;
+  }
+  const button = submit.submitter;
+  const async = form.hasAttribute("data-async") || button?.hasAttribute("data-async-submit");
+  if (!async) return;
+  submit.preventDefault();
+  const action = button?.getAttribute("formaction") || form.action;
+  const response = await fetch(action, {
+    method: "POST",
+    body: new FormData(form, button),
+    headers: { Accept: "application/json", "X-CSRFToken": csrfToken() },
+    credentials: "same-origin",
+  });
+  const answer = await response.json().catch(() => ({}));
+  const output = form.querySelector("[data-result]") || document.getElementById("live-notice");
+  output.hidden = false;
+  output.textContent = answer.error ? answer.error.message
+    : answer.result && Object.keys(answer.result).length ? `${answer.message} ${JSON.stringify(answer.result)}`
+    : answer.message || strings.saved;
+  const line = form.querySelector("input[name=text]");
+  if (response.ok && line) line.value = "";
+});

@@ -1,0 +1,43 @@
+from django.urls import path
+
+from cocoon.auth import SessionActorAuthentication
+from sandboxes.views import ArchiveView
+from ui import settings_views, views
+
+app_name = "ui"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("login", views.login, name="login"),
+    path("logout", views.logout, name="logout"),
+    path("setup/fix", views.setup_fix, name="setup_fix"),
+    path("sandboxes/", views.sandboxes, name="sandboxes"),
+    path("sandboxes/<str:sandbox_id>/", views.sandbox, name="sandbox"),
+    path("sandboxes/<str:sandbox_id>/do/<str:action>", views.sandbox_action, name="sandbox_action"),
+    path("sandboxes/<str:sandbox_id>/files/", views.files, name="files"),
+    path("sandboxes/<str:sandbox_id>/files/write", views.files_write, name="files_write"),
+    # The API's own archive stream, for a logged-in browser (a download link cannot carry a header).
+    path(
+        "sandboxes/<str:sandbox_id>/archive",
+        ArchiveView.as_view(authentication_classes=[SessionActorAuthentication]),
+        name="archive",
+    ),
+    path("sandboxes/<str:sandbox_id>/diff/", views.diff, name="diff"),
+    path("sandboxes/<str:sandbox_id>/git/<str:action>", views.git_action, name="git_action"),
+    path("agents/", views.agents, name="agents"),
+    path("agents/spawn", views.agent_spawn, name="agent_spawn"),
+    path("agents/<str:agent_id>/", views.agent, name="agent"),
+    path("agents/<str:agent_id>/do/<str:action>", views.agent_action, name="agent_action"),
+    path("activity/", views.activity, name="activity"),
+    path("tasks/", views.tasks, name="tasks"),
+    path("settings/", settings_views.general, name="settings"),
+    path("settings/egress", settings_views.egress, name="egress"),
+    path("settings/egress/allow", settings_views.egress_allow, name="egress_allow"),
+    path("settings/providers", settings_views.providers, name="providers"),
+    path("settings/providers/save", settings_views.provider_save, name="provider_save"),
+    path("settings/providers/delete", settings_views.provider_delete, name="provider_delete"),
+    path("settings/providers/test", settings_views.provider_test, name="provider_test"),
+    path("settings/secrets", settings_views.secrets, name="secrets"),
+    path("settings/tokens", settings_views.tokens, name="tokens"),
+    path("settings/profiles", settings_views.profiles, name="profiles"),
+]

@@ -1,0 +1,354 @@
+"""Pages of the web UI: login, dashboard, sandboxes (files, diff, git), agents (terminal), activity.
+
+Every read and every change goes through the method registry (ui.web.call), as the API's would.
+"""
+
+import base64
+from typing import Any
+
+from django.contrib.auth import authenticate
+from django.contrib.auth import login as django_login
+from django.contrib.auth import logout as django_logout
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import translation
+from django.utils.http import content_disposition_header
+from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
+
+from cocoon.auth import log_in_session
+from cocoon.errors import ErrorCode, RpcError
+from cocoon.registry import registry
+from sandboxes.choices import Capability, NetworkMode
+from ui.diff import parse_patch
+from ui.web import back, call, done, has_method, page, profiles, show, ui_language
+
+# -- login ---------------------------------------------------------------------------------------------
+
+
+def login(request: HttpRequest) -> HttpResponse:
+    """Log in with a token, or with a Django user's name and password."""
+    with translation.override(ui_language(request)):
+        error = ""
+        if request.method == "POST":
+            token = request.POST.get("token", "").strip()
+            username = request.POST.get("username", "").strip()
+            actor = None
+            if token:
+                actor = log_in_session(request.session, token_plain=token)
+            elif username:
+                user = authenticate(request, username=username, password=request.POST.get("password", ""))
+                if user is not None:
+                    django_login(request, user)  # the Django admin accepts the same session
+                    actor = log_in_session(request.session, user=user)
+            if actor is not None:
+                return redirect(back(request, reverse("ui:dashboard")))
+            error = _("That token or user name and password is not valid.")
+        context = {"error": error, "next": request.GET.get("next") or request.POST.get("next", "")}
+        return render(request, "ui/login.html", context, status=401 if error else 200)
+
+
+@require_POST
+def logout(request: HttpRequest) -> HttpResponse:
+    django_logout(request)  # flushes the whole session, the cocoon actor included
+    return redirect("ui:login")
+
+
+# -- dashboard -----------------------------------------------------------------------------------------
+
+
+@page()
+def dashboard(request: HttpRequest) -> HttpResponse:
+    setup = call(request, "system.setup_status")
+    return show(
+        request,
+        "ui/dashboard.html",
+        {
+            "setup": setup,
+            "fixable": {item["fix"] for item in setup["items"] if item["fix"] and has_method(item["fix"])},
+            "sandboxes": call(request, "sandbox.list"),
+            "agents": call(request, "agent.list"),
+        },
+    )
+
+
+@page(admin=True)
+@require_POST
+def setup_fix(request: HttpRequest) -> HttpResponse:
+    """Run a checklist item's fix method (build image, install toolbox, start proxy, ...)."""
+    item = request.POST.get("key", "")
+    fixes = {entry["key"]: entry["fix"] for entry in call(request, "system.setup_status")["items"]}
+    call(request, fixes.get(item) or "")
+    return done(request, reverse("ui:dashboard"), _("Started; the checklist updates when it is done."))
+
+
+# -- sandboxes ---------------------------------------------------------------------------------------
+
+
+def _create_options(request: HttpRequest) -> dict[str, Any]:
+    """What the create form may offer on this driver, and why the rest is missing."""
+    info = call(request, "system.info")
+    capabilities = set(info["capabilities"])
+    images = []
+    if Capability.IMAGES in capabilities and request.actor.is_admin:
+        images = call(request, "image.status")
+    return {
+        "info": info,
+        "networks": NetworkMode.values,
+        "images": images,
+        "has_images": Capability.IMAGES in capabilities,
+        "has_limits": Capability.RESOURCE_LIMITS in capabilities,
+        "egress_enforced": Capability.EGRESS_ENFORCED in capabilities,
+        "defaults": call(request, "settings.get")["sandbox"] if request.actor.is_admin else None,
+    }
+
+
+@page()
+def sandboxes(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        return _create_sandbox(request)
+    context = {"sandboxes": call(request, "sandbox.list")} | _create_options(request)
+    return show(request, "ui/sandboxes.html", context)
+
+
+def _create_sandbox(request: HttpRequest) -> HttpResponse:
+    form = request.POST
+    params: dict[str, Any] = {
+        key: form[key].strip()
+        for key in ("name", "image", "repo", "branch", "network", "runtime")
+        if form.get(key)
+    }
+    limits = {key: _number(form[key]) for key in ("cpus", "memoryMb", "pids") if form.get(key)}
+    if limits:
+        params["limits"] = limits
+    sandbox = call(request, "sandbox.create", **params)
+    return redirect("ui:sandbox", sandbox_id=sandbox["id"])
+
+
+def _number(raw: str) -> int | float | str:
+    """A form's number; what is none is passed on as it is, for the schema to answer a field error."""
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+@page()
+def sandbox(request: HttpRequest, sandbox_id: str) -> HttpResponse:
+    context = {
+        "sandbox": call(request, "sandbox.get", sandboxId=sandbox_id),
+        "agents": call(request, "agent.list", sandboxId=sandbox_id),
+    } | _spawn_options(request)
+    return show(request, "ui/sandbox.html", context)
+
+
+SANDBOX_ACTIONS = {"start": "sandbox.start", "stop": "sandbox.stop", "delete": "sandbox.delete"}
+
+
+def _action(actions: dict[str, Any], action: str) -> Any:
+    """The method behind a URL's action word; only the listed ones, whatever the URL says."""
+    if action not in actions:
+        raise RpcError(ErrorCode.NOT_FOUND)
+    return actions[action]
+
+
+@page()
+@require_POST
+def sandbox_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpResponse:
+    call(request, _action(SANDBOX_ACTIONS, action), sandboxId=sandbox_id)
+    if action == "delete":
+        return done(request, reverse("ui:sandboxes"), _("The sandbox was deleted."))
+    return done(request, reverse("ui:sandbox", args=[sandbox_id]))
+
+
+# -- files ---------------------------------------------------------------------------------------------
+
+
+def _parent(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[0] or "/"
+
+
+@page()
+def files(request: HttpRequest, sandbox_id: str) -> HttpResponse:
+    """A folder's entries, or a file to view and edit (?file=), or a download (?download=)."""
+    path = request.GET.get("path") or "/workspace"
+    if download := request.GET.get("download"):
+        content = call(request, "files.read", sandboxId=sandbox_id, path=download, encoding="base64")
+        response = HttpResponse(base64.b64decode(content["content"]), content_type="application/octet-stream")
+        response["Content-Disposition"] = content_disposition_header(True, download.rsplit("/", 1)[-1])
+        return response
+    context: dict[str, Any] = {"sandbox": call(request, "sandbox.get", sandboxId=sandbox_id), "path": path}
+    if file := request.GET.get("file"):
+        context |= {"file": file, "content": call(request, "files.read", sandboxId=sandbox_id, path=file)}
+        context["path"] = _parent(file)
+    entries = call(request, "files.list", sandboxId=sandbox_id, path=context["path"])["entries"]
+    context["entries"] = sorted(entries, key=lambda entry: (entry["type"] != "directory", entry["name"]))
+    context["parent"] = _parent(context["path"])
+    return show(request, "ui/files.html", context)
+
+
+@page()
+@require_POST
+def files_write(request: HttpRequest, sandbox_id: str) -> HttpResponse:
+    """Save an edited file, or upload one (multipart) into the folder being shown."""
+    folder = request.POST.get("path") or "/workspace"
+    if upload := request.FILES.get("upload"):
+        path = f"{folder.rstrip('/')}/{upload.name}"
+        content, encoding = base64.b64encode(upload.read()).decode(), "base64"
+    else:
+        path, content, encoding = request.POST["file"], request.POST.get("content", ""), "utf-8"
+        content = content.replace("\r\n", "\n")  # browsers send form text with CRLF line ends
+    call(request, "files.write", sandboxId=sandbox_id, path=path, content=content, encoding=encoding)
+    target = reverse("ui:files", args=[sandbox_id])
+    return done(request, f"{target}?file={path}", _("Saved %(path)s.") % {"path": path})
+
+
+# -- diff and git ------------------------------------------------------------------------------------
+
+
+@page()
+def diff(request: HttpRequest, sandbox_id: str) -> HttpResponse:
+    result = call(request, "sandbox.diff", sandboxId=sandbox_id)
+    files_by_path = {entry["path"]: entry for entry in result["files"]}
+    view = "split" if request.GET.get("view") == "split" else "unified"
+    context = {
+        "sandbox": call(request, "sandbox.get", sandboxId=sandbox_id),
+        "files": result["files"],
+        "diffs": [(files_by_path.get(file.path, {}), file) for file in parse_patch(result["patch"])],
+        "patch": result["patch"],
+        "view": view,
+        "has_pr": has_method("git.create_pr"),
+    }
+    return show(request, "ui/diff.html", context)
+
+
+GIT_ACTIONS = {
+    "apply_patch": ("sandbox.apply_patch", ("patch",), ("threeWay",)),
+    "commit": ("git.commit", ("message",), ()),
+    "push": ("git.push", ("branch",), ()),
+    "create_pr": ("git.create_pr", ("title", "body", "base", "head"), ()),
+}
+
+
+@page()
+@require_POST
+def git_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpResponse:
+    method, fields, flags = _action(GIT_ACTIONS, action)
+    params = {name: request.POST[name] for name in fields if request.POST.get(name)}
+    params |= {flag: True for flag in flags if request.POST.get(flag)}
+    result = call(request, method, sandboxId=sandbox_id, **params)
+    messages = {
+        "apply_patch": _("Patch applied.") if result.get("applied") else _("The patch does not apply."),
+        "commit": _("Committed %(commit)s.") % {"commit": result.get("commit", "")[:12]},
+        "push": _("Pushed."),
+        "create_pr": _("Pull request %(url)s opened.") % {"url": result.get("url", "")},
+    }
+    return done(request, reverse("ui:diff", args=[sandbox_id]), messages.get(action), **result)
+
+
+# -- agents --------------------------------------------------------------------------------------------
+
+
+def _spawn_options(request: HttpRequest) -> dict[str, Any]:
+    """The spawn form: profiles, and providers and a model where agent.spawn takes them."""
+    takes = set(_params_of("agent.spawn"))
+    providers = []
+    if "providers" in takes and request.actor.is_admin:
+        providers = sorted(call(request, "settings.get")["providers"])
+    return {
+        "profiles": [profile["name"] for profile in profiles(request)],
+        "providers": providers,
+        "takes_model": "model" in takes,
+    }
+
+
+def _params_of(method: str) -> list[str]:
+    return list(registry.get(method).params.get("properties", {}))
+
+
+@page()
+def agents(request: HttpRequest) -> HttpResponse:
+    context = {
+        "agents": call(request, "agent.list"),
+        "running": [sb for sb in call(request, "sandbox.list") if sb["state"] == "running"],
+    } | _spawn_options(request)
+    return show(request, "ui/agents.html", context)
+
+
+@page()
+@require_POST
+def agent_spawn(request: HttpRequest) -> HttpResponse:
+    form = request.POST
+    params: dict[str, Any] = {"sandboxId": form.get("sandboxId", ""), "profile": form.get("profile", "")}
+    if prompt := form.get("prompt", "").strip():
+        params["prompt"] = prompt
+    if providers := form.getlist("providers"):
+        params["providers"] = providers
+    if model := form.get("model", "").strip():
+        params["model"] = model
+    agent = call(request, "agent.spawn", **params)
+    return redirect("ui:agent", agent_id=agent["id"])
+
+
+@page()
+def agent(request: HttpRequest, agent_id: str) -> HttpResponse:
+    current = call(request, "agent.get", agentId=agent_id)
+    context = {
+        "agent": current,
+        "sandbox": call(request, "sandbox.get", sandboxId=current["sandboxId"]),
+        "read_only": request.GET.get("mode") == "ro",
+        "keys": ["Escape", "C-c", "y", "n", "Enter", "Tab", "Up", "Down"],
+    }
+    return show(request, "ui/agent.html", context)
+
+
+AGENT_ACTIONS = {"input": "agent.send_input", "keys": "agent.send_keys", "kill": "agent.kill"}
+
+
+@page()
+@require_POST
+def agent_action(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
+    params = {
+        "input": {"text": request.POST.get("text", "")},
+        "keys": {"keys": request.POST.getlist("key")},
+        "kill": {},
+    }
+    method = _action(AGENT_ACTIONS, action)
+    call(request, method, agentId=agent_id, **params[action])
+    return done(request, reverse("ui:agent", args=[agent_id]), _("Done"))
+
+
+# -- activity and tasks ------------------------------------------------------------------------------
+
+
+@page()
+def activity(request: HttpRequest) -> HttpResponse:
+    filters = {
+        key: request.GET[key].strip() for key in ("sandboxId", "agentId") if request.GET.get(key, "").strip()
+    }
+    params: dict[str, Any] = dict(filters, limit=100)
+    if (before := request.GET.get("before", "")).isdigit():
+        params["before"] = int(before)
+    entries = call(request, "activity.list", **params)
+    context = {
+        "entries": entries,
+        "filters": filters,
+        "older": entries[-1]["id"] if len(entries) == 100 else None,
+    }
+    return show(request, "ui/activity.html", context)
+
+
+@page()
+def tasks(request: HttpRequest) -> HttpResponse:
+    """Tasks and schedules, shown once the task engine registers task.list / schedule.list (the sidebar
+    slot appears with them)."""
+    context = {
+        "tasks": call(request, "task.list") if has_method("task.list") else None,
+        "schedules": call(request, "schedule.list") if has_method("schedule.list") else None,
+    }
+    if context["tasks"] is None and context["schedules"] is None:
+        raise RpcError(ErrorCode.NOT_FOUND)
+    return show(request, "ui/tasks.html", context)

@@ -1,0 +1,154 @@
+"""What every UI view shares: the browser's actor and language, calls through the method registry, and
+error pages. Views call the same registry as the API, so authorization and validation are the API's."""
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import translation
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext_lazy as _
+
+from cocoon.auth import session_actor
+from cocoon.errors import ErrorCode, RpcError
+from cocoon.i18n import language_of_request, supported
+from cocoon.registry import registry
+
+LANGUAGE_COOKIE = "django_language"  # set by the sidebar switch (static/ui/base.js); Django's name
+PAGE_ERRORS = {ErrorCode.FORBIDDEN: 403, ErrorCode.NOT_FOUND: 404}
+
+
+def ui_language(request: HttpRequest) -> str:
+    """The switch's choice (a cookie the browser keeps), else ?lang=, Accept-Language, the default."""
+    return supported(request.COOKIES.get(LANGUAGE_COOKIE)) or language_of_request(request)
+
+
+def has_method(name: str) -> bool:
+    """Pages and buttons for methods this server lacks (egress, tasks, ...) are not shown."""
+    return registry.find(name) is not None
+
+
+def call(request: HttpRequest, method: str, **params: Any) -> Any:
+    """One method call as the browser's actor, in the page's language."""
+    return registry.dispatch(method, params, request.actor, translation.get_language())
+
+
+def profiles(request: HttpRequest) -> list[dict[str, Any]]:
+    """The agent profiles as profile.list answers them."""
+    if has_method("profile.list"):
+        return call(request, "profile.list")
+    # Until the agents app declares profile.list (being built): the stored rows, read-only.
+    from agents.models import AgentProfile
+    from agents.services import ensure_profiles
+
+    ensure_profiles()
+    return [
+        {"name": row.name, "command": row.command, "promptMode": row.prompt_mode, "builtin": row.builtin}
+        for row in AgentProfile.objects.order_by("name")
+    ]
+
+
+def error_page(request: HttpRequest, error: RpcError, status: int | None = None) -> HttpResponse:
+    rendered = error.render()
+    status = status or error.http_status
+    return render(request, "ui/error.html", {"error": rendered, "status": status}, status=status)
+
+
+def wants_json(request: HttpRequest) -> bool:
+    return "application/json" in request.headers.get("accept", "")
+
+
+def back(request: HttpRequest, fallback: str) -> str:
+    """Where an action returns to: the form's `next` if it is ours, else the fallback."""
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return target
+    return fallback
+
+
+def page(*, admin: bool = False) -> Callable:
+    """A UI view: logged in (else to the login form), admin pages only for admins (else a 403 page),
+    rendered in the UI language; a method error becomes an error page (GET) or a message (POST)."""
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            language = ui_language(request)
+            with translation.override(language):
+                request.LANGUAGE_CODE = language
+                request.actor = session_actor(request.session)
+                if request.actor is None:
+                    if wants_json(request):
+                        return JsonResponse({"error": RpcError(ErrorCode.UNAUTHORIZED).render()}, status=401)
+                    query = urlencode({"next": request.get_full_path()})
+                    return redirect(f"{reverse('ui:login')}?{query}")
+                if admin and not request.actor.is_admin:
+                    return error_page(request, RpcError(ErrorCode.FORBIDDEN, _("This page needs an admin.")))
+                try:
+                    return view(request, *args, **kwargs)
+                except RpcError as error:
+                    return _failed(request, error)
+
+        return wrapper
+
+    return decorate
+
+
+def _failed(request: HttpRequest, error: RpcError) -> HttpResponse:
+    if wants_json(request):
+        return JsonResponse({"error": error.render()}, status=error.http_status)
+    if request.method == "POST" and error.code not in PAGE_ERRORS:
+        messages.error(request, describe(error))
+        return redirect(back(request, request.path))
+    return error_page(request, error)
+
+
+def describe(error: RpcError) -> str:
+    """The message with its field errors, for a flash message."""
+    rendered = error.render()
+    fields = rendered["details"].get("fields") or []
+    details = "; ".join(f"{field['path']}: {field['message']}" for field in fields)
+    return f"{rendered['message']} {details}".strip()
+
+
+def done(request: HttpRequest, fallback: str, message: Any = None, **result: Any) -> HttpResponse:
+    """The answer to a successful action: JSON for scripts (fetch), else back with a message."""
+    if wants_json(request):
+        return JsonResponse({"result": result, "message": str(message or "")})
+    if message:
+        messages.success(request, message)
+    return redirect(back(request, fallback))
+
+
+def show(
+    request: HttpRequest, template: str, context: dict[str, Any] | None = None, status: int = 200
+) -> HttpResponse:
+    """Render a page with what the layout needs: the sidebar, blocked agents, the language switch."""
+    blocked = [agent["id"] for agent in call(request, "agent.list") if agent["status"] == "blocked"]
+    layout = {
+        "actor": request.actor,
+        "has_tasks": has_method("task.list") or has_method("schedule.list"),
+        "blocked_agents": blocked,
+        "js_strings": js_strings(),
+    }
+    return render(request, template, layout | (context or {}), status=status)
+
+
+def js_strings() -> dict[str, str]:
+    """The few texts the scripts write themselves, in the page's language."""
+    return {
+        "connected": str(_("Live")),
+        "disconnected": str(_("Reconnecting…")),
+        "changed": str(_("Something changed.")),
+        "reload": str(_("Reload")),
+        "blocked": str(_("An agent needs a decision")),
+        "copied": str(_("Copied")),
+        "saved": str(_("Done")),
+        "terminalClosed": str(_("The terminal connection closed.")),
+        "readOnly": str(_("read-only")),
+    }

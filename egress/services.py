@@ -174,7 +174,7 @@ def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> dict[str
     if patch:
         config.update_settings(patch, actor=actor)
     DeniedAttempt.objects.filter(host=host, **({"sandbox_id": sandbox_id} if sandbox_id else {})).delete()
-    activity.record(key, params, actor=actor, sandbox_id=sandbox_id)
+    activity.record(key, params, actor=actor, sandbox_id=sandbox_id or "")
     transaction.on_commit(lambda: sync(wait=True))
     return {"host": host, "sandboxId": sandbox_id, "allowlist": config.get_settings()["egress"]["allowlist"]}
 

@@ -306,55 +306,18 @@ def test_profiles_are_created_and_edited_through_the_profile_methods(profile_met
     assert "aider" not in profile_methods
 
 
-def test_the_denied_list_allows_a_host_with_one_click_for_all_or_one_sandbox():
-    denied = [
-        {"sandboxId": "sb_a", "source": "proxy", "host": "example.org", "port": 443, "reason": "not allowed",
-         "count": 3, "firstAt": "2026-01-01T00:00:00Z", "lastAt": "2026-01-01T00:01:00Z"},
-    ]  # fmt: skip
-    allowed = []
-    handlers = {
-        "egress.denied": (lambda call: denied, True),
-        "egress.allow": (lambda call: allowed.append(call.params) or {}, True),
-    }
-    with declared(handlers) as fake:
-        if not fake:
-            pytest.skip("the real egress methods are tested with the egress proxy")
-        client, _plain = logged_in()
-        page = client.get("/settings/egress").content.decode()
-        assert 'data-denied-host="example.org"' in page
-        assert 'aria-label="Allow example.org"' in page
-        client.post("/settings/egress/allow", {"host": "example.org"})
-        client.post("/settings/egress/allow", {"host": "example.org", "sandboxId": "sb_a"})
-        assert allowed == [{"host": "example.org"}, {"host": "example.org", "sandboxId": "sb_a"}]
-
-
 def test_the_provider_test_button_sends_the_unsaved_form():
-    seen = []
-    params = {"type": "object", "properties": {"providerId": {}, "provider": {}, "key": {}}}
-    reply = {"ok": True, "models": ["m"]}
-    handlers = {"providers.test": (lambda call: seen.append(call.params) or reply, True, params)}
-    with declared(handlers) as fake:
-        if not fake:
-            pytest.skip("the real providers.test is tested by the egress app")
-        client, _plain = logged_in()
-        assert 'formaction="/settings/providers/test"' in client.get("/settings/providers").content.decode()
-        form = {"name": "gw", "kind": "openai", "baseUrl": "http://localhost:4000/v1", "auth": "bearer"}
-        answer = client.post("/settings/providers/test", form, HTTP_ACCEPT="application/json").json()
-        assert answer["result"] == {"ok": True, "models": ["m"]}
-        assert seen[0]["providerId"] == "gw"
-        provider = {"kind": "openai", "baseUrl": "http://localhost:4000/v1", "auth": "bearer", "models": []}
-        assert seen[0]["provider"] == provider
+    """The form's values reach the real providers.test unsaved (nobody listens on this port)."""
+    client, _plain = logged_in()
+    assert 'formaction="/settings/providers/test"' in client.get("/settings/providers").content.decode()
+    form = {"name": "gw", "kind": "openai", "baseUrl": "http://127.0.0.1:9/v1", "auth": "bearer"}
+    answer = client.post("/settings/providers/test", form, HTTP_ACCEPT="application/json").json()
+    assert answer["result"]["ok"] is False
+    assert answer["result"]["result"] == "unreachable"
+    assert "127.0.0.1:9" in answer["message"]
 
 
 def test_the_tasks_slot_appears_with_task_list():
-    handlers = {
-        "task.list": (lambda call: [{"id": "task_1", "status": "review", "sandboxId": "sb_a"}], False)
-    }
-    with declared(handlers) as fake:
-        if not fake:
-            pytest.skip("the real task.list is tested by the scheduling app")
-        client, _plain = logged_in(TokenScope.AGENT)
-        assert 'href="/tasks/"' in client.get("/").content.decode()
-        page = client.get("/tasks/").content.decode()
-        assert "task_1" in page
-        assert "Schedules" not in page
+    client, _plain = logged_in(TokenScope.AGENT)
+    assert 'href="/tasks/"' in client.get("/").content.decode()
+    assert client.get("/tasks/").status_code == 200

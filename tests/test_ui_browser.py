@@ -181,3 +181,27 @@ def test_an_agent_token_gets_403_pages_for_settings_secrets_and_tokens(browser, 
         expect(page.locator("h1")).to_have_text("Not allowed")
     snap(page, "forbidden")
     page.context.close()
+
+
+def test_a_denied_egress_attempt_is_allowed_with_one_click(admin, server, sandbox_image):
+    sandbox = server.call("sandbox.create", {"network": "egress", "image": sandbox_image})
+    try:
+        curl = ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "http://denied-ui.invalid/"]
+        attempt = server.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": curl})
+        assert attempt["stdout"] == "403"
+        before = server.call("egress.status")["policyVersion"]
+
+        admin.goto(f"{server.url}/settings/egress")
+        row = admin.locator("tr[data-denied-host='denied-ui.invalid']")
+        expect(row).to_be_visible()
+        snap(admin, "egress-denied")
+        row.get_by_role("button", name="Allow denied-ui.invalid").click()
+
+        expect(admin.locator("tr[data-denied-host='denied-ui.invalid']")).to_have_count(0)
+        egress = server.call("settings.get")["egress"]
+        assert "denied-ui.invalid" in egress["allowlist"], egress
+        status = server.call("egress.status")
+        assert status["policyVersion"] > before
+        assert status["acknowledgedVersion"] == status["policyVersion"]
+    finally:
+        server.post("sandbox.delete", {"sandboxId": sandbox["id"]})

@@ -15,7 +15,6 @@ from django.views.decorators.http import require_POST
 from agents.choices import PromptMode
 from cocoon.config import NETWORK_MODES, PROVIDER_AUTH, PROVIDER_KINDS
 from cocoon.errors import RpcError
-from cocoon.registry import registry
 from ui import web
 from ui.web import call, done, has_method, page, show
 
@@ -181,10 +180,8 @@ def provider_delete(request: HttpRequest) -> HttpResponse:
 @require_POST
 def provider_test(request: HttpRequest) -> HttpResponse:
     """providers.test on the form's values (saved or not), or on the saved provider of that name."""
-    takes = registry.get("providers.test").params.get("properties", {})
-    offered = {"providerId": request.POST.get("name", "").strip(), "provider": _provider_from(request.POST)}
-    result = call(request, "providers.test", **{key: value for key, value in offered.items() if key in takes})
-    return done(request, reverse("ui:providers"), _("Test finished."), **result)
+    result = call(request, "providers.test", provider=_provider_from(request.POST))
+    return done(request, reverse("ui:providers"), result.pop("message"), **result)
 
 
 # -- secrets, tokens, profiles -----------------------------------------------------------------------

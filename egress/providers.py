@@ -178,43 +178,30 @@ def check_provider(provider: dict[str, Any], key: str | None = None) -> dict[str
             pinned_url, pinned_headers = _pinned(url, headers)
             response = client.get(pinned_url, headers=pinned_headers, extensions=_sni(url))
     except httpx.HTTPError as error:
-        return {
-            "ok": False,
-            "result": "unreachable",
-            "message": interpolate_lazy(
-                _("%(url)s could not be reached: %(error)s"), {"url": url, "error": type(error).__name__}
-            ),
-            "status": None,
-            "models": [],
-        }
-    if response.status_code in {401, 403}:
-        return {
-            "ok": False,
-            "result": "unauthorized",
-            "message": interpolate_lazy(
-                _("The provider refused the key (HTTP %(status)s)."), {"status": response.status_code}
-            ),
-            "status": response.status_code,
-            "models": [],
-        }
-    if response.status_code >= 400:
-        return {
-            "ok": False,
-            "result": "error",
-            "message": interpolate_lazy(
-                _("The provider answered HTTP %(status)s."), {"status": response.status_code}
-            ),
-            "status": response.status_code,
-            "models": [],
-        }
+        message = _("%(url)s could not be reached: %(error)s")
+        return _result("unreachable", message, {"url": url, "error": type(error).__name__})
+    status = response.status_code
+    if status in {401, 403}:
+        return _result(
+            "unauthorized", _("The provider refused the key (HTTP %(status)s)."), {"status": status}
+        )
+    if status >= 400:
+        return _result("error", _("The provider answered HTTP %(status)s."), {"status": status})
     try:
         models = [str(item["id"]) for item in response.json().get("data", []) if "id" in item][:500]
     except (ValueError, AttributeError, TypeError):
         models = []
+    message = _("Reachable, key accepted, %(count)s models.")
+    return _result("ok", message, {"status": status, "count": len(models)}, models)
+
+
+def _result(
+    outcome: str, message: Any, params: dict[str, Any], models: list[str] | None = None
+) -> dict[str, Any]:
     return {
-        "ok": True,
-        "result": "ok",
-        "message": interpolate_lazy(_("Reachable, key accepted, %(count)s models."), {"count": len(models)}),
-        "status": response.status_code,
-        "models": models,
+        "ok": outcome == "ok",
+        "result": outcome,
+        "message": interpolate_lazy(message, params),
+        "status": params.get("status"),
+        "models": models or [],
     }

@@ -17,6 +17,8 @@ import httpx
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
+from tests.netns import namespace_host
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -327,46 +329,15 @@ def instance_objects(client: Any, instance: str) -> dict[str, set[str]]:
 def outside_host() -> Iterator[tuple[str, int]]:
     """A test host 'outside' the sandboxes: a network namespace of our own behind a veth pair, with a
     TCP server on it. Traffic to it from a sandbox crosses the host exactly like traffic to the internet."""
-    namespace, host_side, ns_side = f"cocoontest-out-{os.getpid()}", f"cct{os.getpid() % 100000}h", "eth0"
-    subnet = "198.18.77"
+    # A plain TCP server: http.server would first wait for a reverse DNS lookup that cannot succeed.
     port = 8080
-
-    def ip(*args: str, check: bool = True) -> None:
-        subprocess.run(["ip", *args], check=check, capture_output=True)
-
-    ip("netns", "add", namespace)
-    server = None
-    try:
-        ip("link", "add", host_side, "type", "veth", "peer", "name", ns_side, "netns", namespace)
-        ip("addr", "add", f"{subnet}.1/30", "dev", host_side)
-        ip("link", "set", host_side, "up")
-        ip("-n", namespace, "addr", "add", f"{subnet}.2/30", "dev", ns_side)
-        ip("-n", namespace, "link", "set", ns_side, "up")
-        ip("-n", namespace, "link", "set", "lo", "up")
-        ip("-n", namespace, "route", "add", "default", "via", f"{subnet}.1")
-        # A plain TCP server: http.server would first wait for a reverse DNS lookup that cannot succeed.
-        serve = (
-            "import socketserver as s\n"
-            "class H(s.BaseRequestHandler):\n def handle(self): self.request.sendall(b'outside')\n"
-            f"s.TCPServer(('{subnet}.2', {port}), H).serve_forever()"
-        )
-        server = subprocess.Popen(["ip", "netns", "exec", namespace, sys.executable, "-c", serve])
-        wait_until(lambda: _reachable(f"{subnet}.2", port), timeout=10)
-        yield f"{subnet}.2", port
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=10)
-        ip("link", "del", host_side, check=False)
-        ip("netns", "del", namespace, check=False)
-
-
-def _reachable(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
+    serve = (
+        "import socketserver as s\n"
+        "class H(s.BaseRequestHandler):\n def handle(self): self.request.sendall(b'outside')\n"
+        f"s.TCPServer(('198.18.77.2', {port}), H).serve_forever()"
+    )
+    with namespace_host("out", "198.18.77", [sys.executable, "-c", serve], port) as address:
+        yield address, port
 
 
 @pytest.fixture(scope="session")

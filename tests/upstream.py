@@ -11,10 +11,8 @@ Run as a script inside the namespace: python upstream.py RECORD_FILE CERT KEY AD
 import datetime
 import json
 import os
-import socket
 import socketserver
 import ssl
-import subprocess
 import sys
 import threading
 import time
@@ -181,47 +179,17 @@ def make_certificates(folder: Path) -> tuple[str, Path, Path]:
 
 @contextmanager
 def public_upstream(folder: Path) -> Iterator[Upstream]:
-    """The stand-in in its own namespace at 11.<n>.77.2 (global by Python's ipaddress, routed only to
-    our veth)."""
-    tag = os.getpid() % 250
-    namespace, host_side = f"cocoontest-up-{os.getpid()}", f"ccu{os.getpid() % 100000}h"
-    subnet = f"11.{tag}.77"
-
-    def ip(*args: str, check: bool = True) -> None:
-        subprocess.run(["ip", *args], check=check, capture_output=True)
+    """The stand-in in its own namespace at 11.<n>.77.2: global by Python's ipaddress (the proxy
+    refuses private addresses), routed only to our veth."""
+    from tests.netns import namespace_host  # not at the top: this file also runs as the server script
 
     ca_pem, cert, key = make_certificates(folder)
     record_file = folder / "requests.jsonl"
-    record_file.write_text("")
-    ip("netns", "add", namespace)
-    server = None
-    try:
-        ip("link", "add", host_side, "type", "veth", "peer", "name", "eth0", "netns", namespace)
-        ip("addr", "add", f"{subnet}.1/30", "dev", host_side)
-        ip("link", "set", host_side, "up")
-        ip("-n", namespace, "addr", "add", f"{subnet}.2/30", "dev", "eth0")
-        ip("-n", namespace, "link", "set", "eth0", "up")
-        ip("-n", namespace, "link", "set", "lo", "up")
-        ip("-n", namespace, "route", "add", "default", "via", f"{subnet}.1")
-        command = [sys.executable, __file__, str(record_file), str(cert), str(key), f"{subnet}.2"]
-        server = subprocess.Popen(["ip", "netns", "exec", namespace, *command])
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection((f"{subnet}.2", 80), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+    subnet = f"11.{os.getpid() % 250}.77"
+    serve = [sys.executable, __file__, str(record_file), str(cert), str(key), f"{subnet}.2"]
+    with namespace_host("up", subnet, serve, port=80) as address:
         record_file.write_text("")
-        yield Upstream(f"{subnet}.2", ca_pem, record_file)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=10)
-        ip("link", "del", host_side, check=False)
-        ip("netns", "del", namespace, check=False)
+        yield Upstream(address, ca_pem, record_file)
 
 
 if __name__ == "__main__":

@@ -191,17 +191,18 @@ class Request:
         return [value for key, value in self.headers if key.lower() == name]
 
 
-def read_head(connection: socket.socket, buffered: bytearray) -> bytes:
-    while b"\r\n\r\n" not in buffered:
+def read_until(connection: socket.socket, buffered: bytearray, end: bytes) -> bytes:
+    """Bytes up to and without end (taken from buffered, reading more as needed), at most MAX_HEAD."""
+    while end not in buffered:
         if len(buffered) > MAX_HEAD:
             raise Denied("bad_request", 400)
         chunk = connection.recv(65536)
         if not chunk:
             raise Denied("bad_request", 400)
         buffered += chunk
-    head, _, rest = bytes(buffered).partition(b"\r\n\r\n")
+    taken, _, rest = bytes(buffered).partition(end)
     buffered[:] = rest
-    return head
+    return taken
 
 
 def parse_head(head: bytes) -> Request:
@@ -233,16 +234,7 @@ def read_exact(connection: socket.socket, buffered: bytearray, size: int) -> byt
 
 
 def read_line(connection: socket.socket, buffered: bytearray) -> bytes:
-    while b"\r\n" not in buffered:
-        if len(buffered) > MAX_HEAD:
-            raise Denied("bad_request", 400)
-        chunk = connection.recv(65536)
-        if not chunk:
-            raise Denied("bad_request", 400)
-        buffered += chunk
-    line, _, rest = bytes(buffered).partition(b"\r\n")
-    buffered[:] = rest
-    return line + b"\r\n"
+    return read_until(connection, buffered, b"\r\n") + b"\r\n"
 
 
 def forward_body(request: Request, connection: socket.socket, buffered: bytearray, upstream: Any) -> None:
@@ -343,7 +335,7 @@ class Handler(socketserver.BaseRequestHandler):
         try:
             sandbox = policy.sandboxes.get(source)
             buffered = bytearray()
-            request = parse_head(read_head(connection, buffered))
+            request = parse_head(read_until(connection, buffered, b"\r\n\r\n"))
             if sandbox is None:
                 raise Denied("unknown_source")
             self.connection, self.buffered = connection, buffered

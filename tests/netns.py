@@ -1,0 +1,48 @@
+"""A host of our own 'outside' the machine: a network namespace behind a veth pair, reached from
+containers exactly like a host on the internet, and routed only to that veth."""
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+def _ip(*args: str, check: bool = True) -> None:
+    subprocess.run(["ip", *args], check=check, capture_output=True)
+
+
+@contextmanager
+def namespace_host(name: str, subnet: str, serve: list[str], port: int) -> Iterator[str]:
+    """Run serve (argv) inside a fresh namespace at <subnet>.2 (a /30; the host side is .1) and yield
+    that address once port answers; everything is removed afterwards."""
+    namespace, host_side = f"cocoontest-{name}-{os.getpid()}", f"cc{name[:3]}{os.getpid() % 100000}"
+    address = f"{subnet}.2"
+    _ip("netns", "add", namespace)
+    server = None
+    try:
+        _ip("link", "add", host_side, "type", "veth", "peer", "name", "eth0", "netns", namespace)
+        _ip("addr", "add", f"{subnet}.1/30", "dev", host_side)
+        _ip("link", "set", host_side, "up")
+        _ip("-n", namespace, "addr", "add", f"{address}/30", "dev", "eth0")
+        _ip("-n", namespace, "link", "set", "eth0", "up")
+        _ip("-n", namespace, "link", "set", "lo", "up")
+        _ip("-n", namespace, "route", "add", "default", "via", f"{subnet}.1")
+        server = subprocess.Popen(["ip", "netns", "exec", namespace, *serve])
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection((address, port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield address
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+        _ip("link", "del", host_side, check=False)
+        _ip("netns", "del", namespace, check=False)

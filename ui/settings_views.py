@@ -114,8 +114,7 @@ def general(request: HttpRequest) -> HttpResponse:
 
 @page(admin=True)
 def egress(request: HttpRequest) -> HttpResponse:
-    denied = call(request, "egress.denied") if has_method("egress.denied") else None
-    extra = {"section": "egress", "denied": denied, "can_allow": has_method("egress.allow")}
+    extra = {"section": "egress", "denied": call(request, "egress.denied")}
     return _settings_form(request, EGRESS_FIELDS, "ui/settings/egress.html", extra)
 
 
@@ -151,7 +150,6 @@ def providers(request: HttpRequest) -> HttpResponse:
         "secrets": [secret["name"] for secret in call(request, "secrets.list")],
         "kinds": PROVIDER_KINDS,
         "auths": PROVIDER_AUTH,
-        "can_test": has_method("providers.test"),
         "edit": request.GET.get("edit", ""),
     }
     return show(request, "ui/settings/providers.html", context)

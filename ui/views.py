@@ -220,7 +220,6 @@ def diff(request: HttpRequest, sandbox_id: str) -> HttpResponse:
         "diffs": [(files_by_path.get(file.path, {}), file) for file in parse_patch(result["patch"])],
         "patch": result["patch"],
         "view": view,
-        "has_pr": has_method("git.create_pr"),
     }
     return show(request, "ui/diff.html", context)
 
@@ -343,12 +342,5 @@ def activity(request: HttpRequest) -> HttpResponse:
 
 @page()
 def tasks(request: HttpRequest) -> HttpResponse:
-    """Tasks and schedules, shown once the task engine registers task.list / schedule.list (the sidebar
-    slot appears with them)."""
-    context = {
-        "tasks": call(request, "task.list") if has_method("task.list") else None,
-        "schedules": call(request, "schedule.list") if has_method("schedule.list") else None,
-    }
-    if context["tasks"] is None and context["schedules"] is None:
-        raise RpcError(ErrorCode.NOT_FOUND)
+    context = {"tasks": call(request, "task.list"), "schedules": call(request, "schedule.list")}
     return show(request, "ui/tasks.html", context)

@@ -132,7 +132,6 @@ def show(
     blocked = [agent["id"] for agent in call(request, "agent.list") if agent["status"] == "blocked"]
     layout = {
         "actor": request.actor,
-        "has_tasks": has_method("task.list") or has_method("schedule.list"),
         "blocked_agents": blocked,
         "js_strings": js_strings(),
     }

@@ -16,9 +16,10 @@ from django.conf import settings
 from cocoon import config
 from cocoon.datadir import ensure_private_dir, write_private_file
 from egress import providers
-from sandboxes.choices import NetworkMode, SandboxState
+from sandboxes.choices import Capability, NetworkMode, SandboxState
 
 ACK_POLL_S = 0.01
+LOOPBACK = "127.0.0.1"
 
 
 def egress_dir() -> Path:
@@ -42,21 +43,28 @@ def build() -> dict[str, Any]:
 
     document = config.get_settings()
     driver = get_driver()
-    internal = driver.network_name(NetworkMode.EGRESS)
+    enforced = Capability.EGRESS_ENFORCED in driver.capabilities()
+    internal = driver.network_name(NetworkMode.EGRESS) if enforced else None
     sandboxes: dict[str, Any] = {}
+    tokens: dict[str, Any] = {}
     grants: dict[str, list[str]] = {}
     for sandbox_id, provider in ProviderGrant.objects.values_list("sandbox_id", "provider"):
         grants.setdefault(sandbox_id, []).append(provider)
     running = Sandbox.objects.filter(network=NetworkMode.EGRESS).exclude(state=SandboxState.MISSING)
     for sandbox in running.only("id", "ips", "proxy_token"):
-        ip = (sandbox.ips or {}).get(internal)
-        if ip:
-            sandboxes[ip] = {
-                "id": sandbox.id,
-                "token": sandbox.proxy_token,
-                "allow": document["egress"]["sandboxAllow"].get(sandbox.id, []),
-                "grants": sorted(grants.get(sandbox.id, [])),
-            }
+        entry = {
+            "id": sandbox.id,
+            "token": sandbox.proxy_token,
+            "allow": document["egress"]["sandboxAllow"].get(sandbox.id, []),
+            "grants": sorted(grants.get(sandbox.id, [])),
+        }
+        if not enforced:
+            tokens[sandbox.proxy_token] = entry
+        elif ip := (sandbox.ips or {}).get(internal):
+            sandboxes[ip] = entry
+    if not enforced:
+        # The local proxy (bwrap): every sandbox and the host itself come from loopback.
+        sandboxes[LOOPBACK] = {"id": None, "token": "", "allow": [], "grants": [], "shared": True}
     granted = {provider for provider_ids in grants.values() for provider in provider_ids}
     routes = {}
     for provider_id, provider in providers.all_providers(document).items():
@@ -72,6 +80,7 @@ def build() -> dict[str, Any]:
         "hosts": document["egress"]["hosts"],
         "caBundle": document["egress"]["caBundle"],
         "sandboxes": sandboxes,
+        "tokens": tokens,
         "providers": routes,
     }
 

@@ -26,14 +26,15 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "auth": "bearer",
     },
 }
-PROXY_BASE = "http://cocoon-proxy:8080"
 TEST_TIMEOUT_S = 10
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
 
 
 def all_providers(document: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     document = document or config.get_settings()
-    return {**BUILTIN, **document["providers"]}
+    return {
+        key: {"auth": "bearer", **provider} for key, provider in {**BUILTIN, **document["providers"]}.items()
+    }
 
 
 def host_of(url: str) -> str:
@@ -108,12 +109,15 @@ def choose(requested: list[str] | None, profile_secrets: list[str]) -> dict[str,
 def agent_env(sandbox: Any, chosen: dict[str, dict[str, Any]], model: str, host_alias: str) -> dict[str, str]:
     """The variables of SPEC §5's table. Through the credential proxy the key is a placeholder only
     this sandbox can use, and the base URL is the proxy's route."""
+    from egress.services import credential_proxy_url
+
     proxied = sandbox.network == NetworkMode.EGRESS and config.get_settings()["egress"]["credentialProxy"]
+    proxy_base = credential_proxy_url() if proxied else ""
     env: dict[str, str] = {}
     for provider_id, provider in chosen.items():
         prefix = env_prefix(provider_id, provider)
         if proxied:
-            env[f"{prefix}_BASE_URL"] = f"{PROXY_BASE}/p-{provider_id}"
+            env[f"{prefix}_BASE_URL"] = f"{proxy_base}/p-{provider_id}"
             key = f"cocoon_{sandbox.proxy_token}_{provider.get('secret', 'NONE')}"
         else:
             env[f"{prefix}_BASE_URL"] = reachable_base_url(provider["baseUrl"], host_alias)

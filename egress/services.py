@@ -14,7 +14,9 @@ from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.errors import ErrorCode, RpcError
 from egress import policy
+from egress.local import ensure_local_proxy, local_proxy_running
 from egress.models import DeniedAttempt, ProviderGrant
+from egress.policy import LOOPBACK
 from sandboxes.choices import Capability, NetworkMode
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, SandboxSpec
@@ -22,6 +24,7 @@ from sandboxes.drivers.base import DriverError, SandboxSpec
 logger = logging.getLogger(__name__)
 ACK_TIMEOUT_S = 10
 PROXY_URL = "http://cocoon-proxy:3128"
+CREDENTIAL_URL = "http://cocoon-proxy:8080"
 # The credential proxy is reached directly, never through the forward proxy.
 NO_PROXY = "cocoon-proxy,localhost,127.0.0.1"
 
@@ -38,13 +41,23 @@ def enforced() -> bool:
 
 
 def prepare(spec: SandboxSpec) -> None:
-    """Before an egress sandbox is created: the proxy runs, and the sandbox is pointed at it."""
-    if spec.network != NetworkMode.EGRESS or not enforced():
+    """Before an egress sandbox is created: the proxy runs, and the sandbox is pointed at it (where
+    the driver cannot enforce egress, at the local proxy on loopback, which it may also bypass)."""
+    if spec.network != NetworkMode.EGRESS:
         return
-    address = _ensure_proxy()
-    proxy_env = {"HTTP_PROXY": PROXY_URL, "HTTPS_PROXY": PROXY_URL, "NO_PROXY": NO_PROXY}
+    if enforced():
+        spec.dns[:] = [_ensure_proxy()]
+        url, no_proxy = PROXY_URL, NO_PROXY
+    else:
+        url, no_proxy = f"http://{LOOPBACK}:{ensure_local_proxy()['forward']}", f"{LOOPBACK},localhost"
+    proxy_env = {"HTTP_PROXY": url, "HTTPS_PROXY": url, "NO_PROXY": no_proxy}
     spec.env.update(proxy_env | {name.lower(): value for name, value in proxy_env.items()})
-    spec.dns[:] = [address]
+
+
+def credential_proxy_url() -> str:
+    if enforced():
+        return CREDENTIAL_URL
+    return f"http://{LOOPBACK}:{ensure_local_proxy()['credential']}"
 
 
 def _ensure_proxy() -> str:
@@ -71,7 +84,8 @@ def start_proxy() -> None:
 def sync(wait: bool = True) -> None:
     """Publish the policy; with wait, return only once the proxy has loaded it."""
     version = policy.publish()
-    if wait and enforced() and not policy.wait_for_ack(version, ACK_TIMEOUT_S):
+    proxied = enforced() or local_proxy_running()
+    if wait and proxied and not policy.wait_for_ack(version, ACK_TIMEOUT_S):
         raise RpcError(ErrorCode.UNAVAILABLE, _("The egress proxy did not confirm its new policy."))
 
 

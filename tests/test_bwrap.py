@@ -1,5 +1,6 @@
 """The bubblewrap driver, through a live cocoond with COCOON_DRIVER=bwrap (SPEC §3)."""
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -143,3 +144,59 @@ def test_stop_ends_every_process_of_the_sandbox(bwrap_cocoond):
     keepers = subprocess.run(["pgrep", "-f", "bwrap --args"], capture_output=True, text=True).stdout.split()
     bwrap_cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})
     assert all(Path(f"/proc/{pid}").exists() for pid in keepers)  # the other sandboxes' keepers live on
+
+
+def test_egress_goes_through_a_local_proxy_configured_but_not_enforced(bwrap_cocoond, tmp_path):
+    from tests.upstream import NAMES, STANDIN_KEY, public_upstream
+
+    cocoond = bwrap_cocoond
+    with public_upstream(tmp_path) as upstream:
+        cocoond.call(
+            "settings.update",
+            {
+                "egress": {
+                    "allowlist": ["allowed.invalid"],
+                    "hosts": {name: upstream.address for name in NAMES},
+                },
+                "providers": {"standin": {"kind": "http", "baseUrl": "http://llm.invalid", "secret": "K"}},
+            },
+        )
+        cocoond.call("secrets.set", {"name": "K", "value": STANDIN_KEY})
+        items = {item["key"]: item for item in cocoond.call("system.setup_status")["items"]}
+        assert "not enforced" in items["egressProxy"]["detail"]
+        sandbox = cocoond.call("sandbox.create", {"network": "egress"})
+
+        def sh(script):
+            return run(cocoond, sandbox, "bash", "-c", script)["stdout"]
+
+        assert sh("echo $HTTP_PROXY").startswith("http://127.0.0.1:")
+        assert sh("curl -sS http://allowed.invalid/local") == "upstream allowed.invalid /local"
+        denied = sh("curl -sS -o /dev/null -w '%{http_code}' http://denied.invalid/")
+        assert denied == "403"
+        wait_until(lambda: [r for r in cocoond.call("egress.denied") if r["host"] == "denied.invalid"])
+
+        # Providers through the local credential proxy, keyed by the placeholder's sandbox token.
+        agent = cocoond.call(
+            "agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell", "providers": ["standin"]}
+        )
+        cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["idle"], "timeoutS": 20})
+        command = (
+            'curl -sS -H "Authorization: Bearer $STANDIN_API_KEY" "$STANDIN_BASE_URL/v1/x" > /tmp/r; '
+            'echo "$STANDIN_BASE_URL" > /tmp/base; touch /tmp/r.done'
+        )
+        cocoond.call("agent.send_input", {"agentId": agent["id"], "text": command})
+        wait_until(lambda: run(cocoond, sandbox, "test", "-e", "/tmp/r.done")["exitCode"] == 0)
+        assert sh("cat /tmp/r") == "upstream llm.invalid /v1/x"
+        [request] = [r for r in upstream.requests() if r["path"] == "/v1/x"]
+        assert dict(request["headers"])["authorization"] == f"Bearer {STANDIN_KEY}"
+        forged = "cocoon_0123456789abcdef0123456789abcdef_K"
+        answer = sh(f"curl -sS -H 'Authorization: Bearer {forged}' \"$(cat /tmp/base)/v1/y\"")
+        assert json.loads(answer)["error"]["code"] == "no_grant"
+
+        # Not enforced: the host's network is the sandbox's, so going around the proxy works.
+        assert (
+            sh(f"curl -sS --noproxy '*' http://{upstream.address}/around")
+            == f"upstream {upstream.address} /around"
+        )
+        cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+        cocoond.call("settings.reset", {"keys": ["egress", "providers"]})

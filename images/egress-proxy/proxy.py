@@ -61,6 +61,9 @@ class Policy:
         }
         self.hosts = {canonical_host(name): ip for name, ip in document.get("hosts", {}).items()}
         self.sandboxes: dict[str, dict[str, Any]] = document.get("sandboxes", {})
+        # Where sandboxes share one source address (bwrap on the host's network), a placeholder's
+        # token says which sandbox is asking: {token: sandbox}.
+        self.tokens: dict[str, dict[str, Any]] = document.get("tokens", {})
         self.providers: dict[str, dict[str, Any]] = document.get("providers", {})
         self.tls = ssl.create_default_context()
         if document.get("caBundle"):
@@ -412,6 +415,8 @@ class CredentialHandler(Handler):
             raise Denied("unknown_route", 404)
         provider_id, rest = match.group(1), match.group(2) or "/"
         self.target = (f"p-{provider_id}", CREDENTIAL_PORT)
+        if sandbox.get("shared"):
+            sandbox = p.tokens.get(_offered_token(request), {})
         provider = p.providers.get(provider_id)
         if provider is None or provider_id not in sandbox.get("grants", ()):
             raise Denied("no_grant")
@@ -454,6 +459,14 @@ class CredentialHandler(Handler):
             raise Denied("bad_placeholder")
 
 
+def _offered_token(request: Request) -> str:
+    """The sandbox token of the first placeholder (cocoon_<token>_<NAME>) in the request's headers."""
+    for _name, value in request.headers:
+        if match := re.search(r"cocoon_([0-9a-f]{32})_", value):
+            return match.group(1)
+    return ""
+
+
 def _auth_headers(provider: dict[str, Any]) -> list[tuple[str, str]]:
     """The real key in the provider's auth style."""
     key, auth = provider.get("key") or "", provider.get("auth", "bearer")
@@ -472,6 +485,13 @@ class Server(socketserver.ThreadingTCPServer):
     request_queue_size = 1024
 
 
+def exit_with_parent(parent: int) -> None:
+    """As cocoond's local process (bwrap), end when cocoond is gone instead of lingering."""
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(0)
+
+
 def main() -> None:
     # Listening first, then the policy, then serving: the ack means connections are taken, and none
     # is answered before the policy is loaded (it would be refused as coming from nowhere).
@@ -479,6 +499,8 @@ def main() -> None:
     credential = Server((BIND, CREDENTIAL_PORT), CredentialHandler)
     threading.Thread(target=watch_policy, args=(load_policy(None),), name="policy", daemon=True).start()
     threading.Thread(target=credential.serve_forever, daemon=True).start()
+    if parent := int(os.environ.get("COCOON_EGRESS_PARENT", "0")):
+        threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
     print(f"cocoon egress proxy on {BIND}:{FORWARD_PORT} and :{CREDENTIAL_PORT}", flush=True)
     forward.serve_forever()
 

@@ -163,7 +163,7 @@ class BwrapDriver(SandboxDriver):
             if spec.workspace is not None:
                 self._seed_workspace(folder / "workspace", spec.workspace)
             (folder / "spec.json").write_text(
-                json.dumps({"network": spec.network, "hostname": spec.hostname})
+                json.dumps({"network": spec.network, "hostname": spec.hostname, "env": spec.env})
             )
             return self.start(spec.sandbox_id)
         except Exception as error:
@@ -210,6 +210,8 @@ class BwrapDriver(SandboxDriver):
         ]  # fmt: skip
         if spec["network"] == NetworkMode.NONE:
             args.append("--unshare-net")
+        for name, value in spec.get("env", {}).items():  # the local egress proxy's variables
+            args += ["--setenv", name, value]
         if self.toolbox.is_dir():
             args += ["--ro-bind", str(self.toolbox), TOOLBOX]
         return args

@@ -39,6 +39,7 @@ KEYS = {
 BLOCKED_REGION_LINES = 12  # where on the screen a question counts (the last non-empty lines)
 SETTLE_S = 3  # a changing screen must be still this long before working becomes idle
 HOOK_FRESHNESS_S = 15  # a hook's `working` with a quiet screen this long hands over to the screen
+RECHECK_S = 5  # agent.wait reads the row at least this often, should an event be lost
 BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
     "shell": {"command": ["bash", "-l"], "prompt_mode": PromptMode.TYPED},
     "claude-code": {
@@ -419,29 +420,29 @@ def poll_all() -> int:
 
 
 def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:
-    """Poll until the agent reaches one of the statuses; bounded by timeout_s."""
+    """Block until the agent reaches one of the statuses, bounded by timeout_s.
+
+    Woken by the agent's events (the poller publishes every change), never by polling the sandbox;
+    the row is read again after each event, and every RECHECK_S in case an event was lost.
+    """
     deadline = time.monotonic() + timeout_s
-    while True:
+    # Listening starts before the first read, so a change between the two is still heard.
+    with events.listen(events.agent_group(agent_id)) as next_event:
         agent = get_agent(agent_id)
-        if (
-            agent.status not in until
-            and agent.status != AgentStatus.EXITED
-            and agent.sandbox.state == SandboxState.RUNNING
-        ):
-            poll_sandbox(agent.sandbox)
+        while agent.status not in until:
+            remaining = deadline - time.monotonic()
+            if agent.status == AgentStatus.EXITED or remaining <= 0:
+                raise RpcError(
+                    ErrorCode.TIMEOUT,
+                    _("Agent %(id)s did not reach %(until)s; it is %(status)s."),
+                    details={"agent": serialize(agent)},
+                    id=agent.id,
+                    until=", ".join(until),
+                    status=agent.status,
+                )
+            next_event(min(remaining, RECHECK_S))
             agent = get_agent(agent_id)
-        if agent.status in until:
-            return agent
-        if agent.status == AgentStatus.EXITED or time.monotonic() > deadline:
-            raise RpcError(
-                ErrorCode.TIMEOUT,
-                _("Agent %(id)s did not reach %(until)s; it is %(status)s."),
-                details={"agent": serialize(agent)},
-                id=agent.id,
-                until=", ".join(until),
-                status=agent.status,
-            )
-        time.sleep(0.25)
+    return agent
 
 
 def list_agents(sandbox_id: str | None = None) -> list[Agent]:

@@ -4,6 +4,7 @@ Codex end-to-end runs against stand-in LLM endpoints are not written yet (see th
 import json
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from websockets.exceptions import ConnectionClosed
@@ -40,6 +41,44 @@ def test_a_shell_agent_works_goes_idle_and_exits_with_its_code(cocoond, sandbox)
     assert (exited["status"], exited["exitCode"]) == ("exited", 3)
     response = cocoond.post("agent.send_input", {"agentId": agent["id"], "text": "echo too late"})
     assert response.json()["error"]["code"] == "conflict"
+
+
+def test_wait_is_woken_by_events_and_never_polls_the_sandbox(cocoond, sandbox, docker_client):
+    agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell")
+    wait(cocoond, agent, "idle")
+    started = time.monotonic()
+    assert wait(cocoond, agent, "idle", timeout=600)["status"] == "idle"  # already there: at once
+    assert time.monotonic() - started < 1
+
+    # Five waits for a status that never comes are bounded and cost the sandbox no exec of their own:
+    # the only execs in the meantime are the poller's (one per 2 s tick).
+    container = docker_client.containers.get(f"{cocoond.instance}-{sandbox['id']}")
+    since = time.time()
+    with ThreadPoolExecutor(5) as pool:
+        waits = [
+            pool.submit(
+                cocoond.post, "agent.wait", {"agentId": agent["id"], "until": ["blocked"], "timeoutS": 4}
+            )
+            for _ in range(5)
+        ]
+        answers = [future.result().json() for future in waits]
+    ended = time.time()
+    assert [answer["error"]["code"] for answer in answers] == ["timeout"] * 5
+    assert ended - since < 8
+    execs = docker_client.events(
+        since=since, until=ended, filters={"container": container.id, "event": "exec_create"}, decode=True
+    )
+    assert 1 <= len(list(execs)) <= 4  # at least one: the poller's execs are counted
+
+    # A change made elsewhere wakes a waiting call at once.
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(wait, cocoond, agent, "exited")
+        time.sleep(0.5)
+        assert not waiting.done()
+        call(cocoond, "agent.kill", agentId=agent["id"])
+        killed = time.monotonic()
+        assert waiting.result()["status"] == "exited"
+        assert time.monotonic() - killed < 1
 
 
 def test_keys_and_kill(cocoond, sandbox):

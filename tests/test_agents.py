@@ -259,7 +259,10 @@ def test_a_known_question_on_screen_is_blocked_without_hooks(cocoond, sandbox):
     blocked = wait(cocoond, agent, "blocked")
     assert blocked["statusSource"] == "heuristic"
     call(cocoond, "agent.send_keys", agentId=agent["id"], keys=["y", "Enter"])
-    assert wait(cocoond, agent, "working", "idle")["status"] in {"working", "idle"}
-    assert wait(cocoond, agent, "idle")["statusSource"] == "heuristic"
+    assert wait(cocoond, agent, "working", "done")["status"] in {"working", "done"}
+    done = wait(cocoond, agent, "done")  # quiet after the answer: its task is done
+    assert done["statusSource"] == "heuristic"
+    explained = call(cocoond, "agent.explain", agentId=agent["id"])
+    assert (explained["rule"], explained["question"]) == ("quiet_after_task", "")
     assert "proceeding with y" in call(cocoond, "agent.read", agentId=agent["id"])["screen"]
     call(cocoond, "agent.kill", agentId=agent["id"])

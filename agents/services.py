@@ -6,11 +6,7 @@ writes /opt/cocoon/status/<id>) and, where they say nothing, from the screen and
 """
 
 import base64
-import io
-import json
-import posixpath
 import shlex
-import tarfile
 import time
 from typing import Any
 
@@ -18,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
+from agents import hooks
 from agents import status as rules
 from agents.choices import AgentStatus, PromptMode, StatusRule, StatusSource
 from agents.models import Agent, AgentProfile, new_agent_id
@@ -27,7 +24,7 @@ from cocoon.actors import Actor
 from cocoon.errors import ErrorCode, RpcError
 from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import AGENT_UID, AGENT_USER, OPT_COCOON, DriverError
+from sandboxes.drivers.base import DriverError
 from sandboxes.models import Sandbox
 from sandboxes.services import get_sandbox, require_running
 
@@ -151,7 +148,7 @@ def spawn_agent(
     env_file = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items())
     try:
         if profile.hooks:
-            get_driver().put_archive(sandbox.id, f"/home/{AGENT_USER}", _hook_files(profile, variables))
+            hooks.install(sandbox.id, profile, variables)
         _exec(
             sandbox,
             [
@@ -201,49 +198,6 @@ def spawn_agent(
     if prompt and profile.prompt_mode == PromptMode.TYPED:
         send_input(agent.id, prompt, actor=actor)
     return agent
-
-
-def _hook_files(profile: AgentProfile, variables: dict[str, str]) -> bytes:
-    """The agent CLIs' own configuration that makes them report to cocoon-status and skips their
-    first-run dialogs (a tar for the agent's home)."""
-    files: dict[str, str] = {}
-    if profile.name == "claude-code":
-        files[".claude/settings.json"] = (OPT_COCOON / "hooks" / "claude-code.json").read_text()
-        state: dict[str, Any] = {
-            "hasCompletedOnboarding": True,
-            "theme": "dark",
-            "projects": {
-                "/workspace": {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}
-            },
-        }
-        if key := variables.get("ANTHROPIC_API_KEY"):
-            state["customApiKeyResponses"] = {"approved": [key[-20:]], "rejected": []}
-        files[".claude.json"] = json.dumps(state)
-    elif profile.name == "codex":
-        # cocoon's sandbox is the sandbox: Codex's own bwrap cannot run inside a container.
-        config = (OPT_COCOON / "hooks" / "codex.toml").read_text()
-        config += 'sandbox_mode = "danger-full-access"\napproval_policy = "on-request"\n'
-        if base_url := variables.get("OPENAI_BASE_URL"):
-            # Codex reads endpoints from its config, not from OPENAI_BASE_URL.
-            config += (
-                'model_provider = "cocoon"\n\n[model_providers.cocoon]\nname = "cocoon"\n'
-                f"base_url = {json.dumps(base_url)}\n"
-                'env_key = "OPENAI_API_KEY"\nwire_api = "responses"\n'
-            )
-        config += '\n[projects."/workspace"]\ntrust_level = "trusted"\n'
-        files[".codex/config.toml"] = config
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for directory in sorted({posixpath.dirname(name) for name in files} - {""}):
-            info = tarfile.TarInfo(directory)
-            info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o700, AGENT_UID, AGENT_UID
-            tar.addfile(info)
-        for name, content in files.items():
-            data = content.encode()
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.uid, info.gid = len(data), 0o600, AGENT_UID, AGENT_UID
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def _publish(agent: Agent) -> None:
@@ -390,11 +344,10 @@ def _observe(
 
 def poll_all() -> int:
     changed = 0
-    for sandbox in (
-        Sandbox.objects.filter(state=SandboxState.RUNNING, agents__isnull=False)
-        .exclude(agents__status=AgentStatus.EXITED)
-        .distinct()
-    ):
+    # Sandboxes with at least one live agent (exclude() on the relation would skip a sandbox as soon
+    # as any one of its agents had exited).
+    live = Agent.objects.exclude(status=AgentStatus.EXITED).values("sandbox_id")
+    for sandbox in Sandbox.objects.filter(state=SandboxState.RUNNING, id__in=live):
         try:
             changed += poll_sandbox(sandbox)
         except DriverError:

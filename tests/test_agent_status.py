@@ -2,8 +2,6 @@
 
 from pathlib import Path
 
-import pytest
-
 from agents.profiles import BUILTIN_PROFILES
 from agents.status import (
     HOOK_FRESHNESS_S,

@@ -4,6 +4,7 @@ Codex end-to-end runs against stand-in LLM endpoints are not written yet (see th
 import json
 import subprocess
 import time
+import tomllib
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -266,3 +267,64 @@ def test_a_known_question_on_screen_is_blocked_without_hooks(cocoond, sandbox):
     assert (explained["rule"], explained["question"]) == ("quiet_after_task", "")
     assert "proceeding with y" in call(cocoond, "agent.read", agentId=agent["id"])["screen"]
     call(cocoond, "agent.kill", agentId=agent["id"])
+
+
+def test_hook_files_merge_into_the_users_own_and_a_respawn_changes_nothing(cocoond, sandbox):
+    def write(path, content):
+        command = ["sh", "-c", 'mkdir -p "$(dirname "$HOME/$1")" && cat > "$HOME/$1"', "write", path]
+        cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": command, "stdin": content})
+
+    def read(path):
+        command = ["cat", f"/home/agent/{path}"]
+        return cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": command})["stdout"]
+
+    user_stop = {"hooks": [{"type": "command", "command": "notify-send done"}]}
+    write(
+        ".claude/settings.json",
+        json.dumps({"model": "opus", "hooks": {"Stop": [user_stop], "PreCompact": [user_stop]}}),
+    )
+    write(".claude.json", json.dumps({"numStartups": 7, "theme": "light", "projects": {"/src": {"x": 1}}}))
+    write(
+        ".codex/config.toml",
+        'model = "o3"\napproval_policy = "never"\nnotify = ["mine"]\n\n[profiles.fast]\nmodel = "o4"\n',
+    )
+    snapshots = []
+    for _ in range(2):  # the second spawn must find everything as the first left it
+        for profile in ("claude-code", "codex"):
+            # No toolbox in this sandbox: the CLIs are not found and exit, after their files are written.
+            agent = call(
+                cocoond,
+                "agent.spawn",
+                sandboxId=sandbox["id"],
+                profile=profile,
+                env={"OPENAI_BASE_URL": "http://x/v1"},
+            )
+            wait(cocoond, agent, "exited")
+        snapshots.append(
+            [read(path) for path in (".claude/settings.json", ".claude.json", ".codex/config.toml")]
+        )
+    assert snapshots[0] == snapshots[1]
+
+    settings = json.loads(snapshots[1][0])
+    assert settings["model"] == "opus"
+    assert settings["hooks"]["PreCompact"] == [user_stop]
+    stop_commands = [entry["command"] for group in settings["hooks"]["Stop"] for entry in group["hooks"]]
+    assert stop_commands == ["notify-send done", "/opt/cocoon/bin/cocoon-status done"]
+    state = json.loads(snapshots[1][1])
+    assert (state["numStartups"], state["theme"], state["projects"]["/src"]) == (7, "light", {"x": 1})
+    assert state["hasCompletedOnboarding"] is True
+    assert state["projects"]["/workspace"]["hasTrustDialogAccepted"] is True
+    codex = tomllib.loads(snapshots[1][2])
+    assert (codex["model"], codex["approval_policy"], codex["profiles"]) == (
+        "o3",
+        "never",
+        {"fast": {"model": "o4"}},
+    )
+    assert codex["notify"] == ["/opt/cocoon/bin/cocoon-status", "done"]
+    assert codex["model_providers"]["cocoon"]["base_url"] == "http://x/v1"
+    assert codex["sandbox_mode"] == "danger-full-access"
+
+    write(".codex/config.toml", "model = [unclosed\n")
+    broken = cocoond.post("agent.spawn", {"sandboxId": sandbox["id"], "profile": "codex"})
+    assert broken.json()["error"]["code"] == "conflict"
+    assert read(".codex/config.toml") == "model = [unclosed\n"  # refused, never overwritten

@@ -23,7 +23,8 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "secrets": ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"],
         "hooks": True,
         "working_pattern": r"(?i)esc to interrupt",
-        "blocked_patterns": [r"Do you want to (proceed|make this edit|create|allow)\b.*\?"],
+        # Claude Code's permission dialogs (2.1): Bash, edits, new files, web fetches, connections.
+        "blocked_patterns": [r"Do you want to (proceed|make this edit|create|allow|use this API key)\b.*\?"],
     },
     "codex": {
         "command": ["codex"],
@@ -31,9 +32,10 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "secrets": ["OPENAI_API_KEY"],
         "hooks": True,
         "working_pattern": r"(?i)esc to interrupt",
+        # Codex's approval overlays (0.171): commands, edits, extra permissions, terminal input.
         "blocked_patterns": [
-            r"Allow command\?",
-            r"Would you like to (run the following command|make the following edits)\?",
+            r"Would you like to (run the following command|make the following edits|grant these permissions"
+            r"|send input to)",
         ],
     },
 }

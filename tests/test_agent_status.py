@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from agents.profiles import BUILTIN_PROFILES
 from agents.status import (
     HOOK_FRESHNESS_S,
@@ -117,3 +119,32 @@ def test_questions_quoted_above_the_bottom_of_the_screen_do_not_count():
     )
     assert read_screen(CLAUDE, prose).question == ""
     assert read_screen(CLAUDE, "line\n" * 20 + " Do you want to proceed?\n > 1. Yes\n").question
+
+
+# -- the labelled corpus -----------------------------------------------------------------------------
+# tests/screens/<profile>/<label>-<what>.txt: a screen as `tmux capture-pane -p` gives it. The label
+# is the status the screen means once it has stood still past settling and the start-up grace; `done`
+# screens are read after a task, `idle` ones before any (the screen alone cannot tell those apart).
+# Shells have no corpus: their status comes from the foreground process, not the screen.
+CORPUS = sorted(SCREENS.glob("*/*.txt"))
+
+
+def test_the_corpus_covers_every_label_of_both_clis():
+    labels = {(path.parent.name, path.name.split("-")[0]) for path in CORPUS}
+    expected = {
+        (cli, label) for cli in ("claude-code", "codex") for label in ("working", "blocked", "done", "idle")
+    }
+    assert expected <= labels
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[f"{p.parent.name}/{p.stem}" for p in CORPUS])
+def test_every_captured_screen_is_classified_as_labelled(path):
+    rules, label = rules_of(path.parent.name), path.name.split("-")[0]
+    facts = read_screen(rules, path.read_text())
+    last_input = None if label == "idle" else NOW - 60
+    # The screen appears (a change) ...
+    before = Memory("unknown", NOW - 120, last_input, NOW - 50, ScreenFacts())
+    appeared = decide(rules, before, Observation(alive=True, screen=facts), NOW - 40)
+    # ... and then stands still.
+    after = Memory(appeared.status, NOW - 120, last_input, NOW - 40, facts)
+    assert decide(rules, after, QUIET, NOW).status == label

@@ -7,7 +7,9 @@ writes /opt/cocoon/status/<id>) and, where they say nothing, from the screen and
 
 import base64
 import shlex
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.db import transaction
@@ -35,6 +37,8 @@ KEYS = {
     "1", "2", "3",
 }  # fmt: skip
 RECHECK_S = 5  # agent.wait reads the row at least this often, should an event be lost
+POLL_PARALLEL = 8  # sandboxes polled at once
+_polling = threading.Lock()  # one poller tick at a time in this process
 RULE_MESSAGES = {
     StatusRule.SPAWNED: _("It was just started; the poller has not looked at it yet."),
     StatusRule.KILLED: _("It was stopped through cocoon."),
@@ -260,26 +264,49 @@ def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
     return agent
 
 
-def poll_sandbox(sandbox: Sandbox) -> int:
-    """Update every agent of one sandbox from a single exec; returns how many changed status."""
-    agents = {agent.id: agent for agent in sandbox.agents.exclude(status=AgentStatus.EXITED)}
-    if not agents or sandbox.state != SandboxState.RUNNING:
+def poll_all() -> int:
+    """One tick of the poller: one exec per sandbox with a live agent, many sandboxes at once (each
+    exec mostly waits for the engine); returns how many agents changed status. A tick still running
+    when the next is due makes that one a no-op, so no agent is ever decided twice at once."""
+    if not _polling.acquire(blocking=False):
         return 0
+    try:
+        by_sandbox: dict[str, dict[str, Agent]] = {}
+        live = Agent.objects.exclude(status=AgentStatus.EXITED).filter(sandbox__state=SandboxState.RUNNING)
+        for agent in live:
+            by_sandbox.setdefault(agent.sandbox_id, {})[agent.id] = agent
+        if not by_sandbox:
+            return 0
+        with ThreadPoolExecutor(min(POLL_PARALLEL, len(by_sandbox))) as pool:
+            outputs = list(pool.map(_poll_output, by_sandbox.items()))
+        names = {agent.profile for agents in by_sandbox.values() for agent in agents.values()}
+        profiles = {p.name: screen_rules(p) for p in AgentProfile.objects.filter(name__in=names)}
+        changed = 0
+        for agents, output in zip(by_sandbox.values(), outputs, strict=True):
+            for line in (output or "").splitlines():
+                agent_id, alive, code, hook, command, screen, encoded = (line.split("\t") + [""] * 7)[:7]
+                agent = agents.get(agent_id)
+                if agent is None or agent.profile not in profiles:
+                    continue
+                if _observe(
+                    agent, profiles[agent.profile], alive == "1", code, hook, command, screen, encoded
+                ):
+                    changed += 1
+        return changed
+    finally:
+        _polling.release()
+
+
+def _poll_output(item: tuple[str, dict[str, Agent]]) -> str | None:
+    """The poll script's report on one sandbox's agents; None when the sandbox could not be reached
+    (reconcile notices a sandbox that went away)."""
+    sandbox_id, agents = item
     pairs = [f"{agent.id}={agent.screen_hash}" for agent in agents.values()]
-    output = _exec(sandbox, ["sh", "-c", POLL, "poll", *pairs])
-    profiles = {
-        profile.name: screen_rules(profile)
-        for profile in AgentProfile.objects.filter(name__in={a.profile for a in agents.values()})
-    }
-    changed = 0
-    for line in output.splitlines():
-        agent_id, alive, code, hook, command, screen, encoded = (line.split("\t") + [""] * 7)[:7]
-        agent = agents.get(agent_id)
-        if agent is None or agent.profile not in profiles:
-            continue
-        if _observe(agent, profiles[agent.profile], alive == "1", code, hook, command, screen, encoded):
-            changed += 1
-    return changed
+    try:
+        result = get_driver().exec(sandbox_id, ["sh", "-c", POLL, "poll", *pairs], timeout=30)
+    except DriverError:
+        return None
+    return result.stdout.decode(errors="replace") if result.exit_code == 0 else None
 
 
 def _observe(
@@ -340,19 +367,6 @@ def _observe(
             )
         _publish(agent)
     return True
-
-
-def poll_all() -> int:
-    changed = 0
-    # Sandboxes with at least one live agent (exclude() on the relation would skip a sandbox as soon
-    # as any one of its agents had exited).
-    live = Agent.objects.exclude(status=AgentStatus.EXITED).values("sandbox_id")
-    for sandbox in Sandbox.objects.filter(state=SandboxState.RUNNING, id__in=live):
-        try:
-            changed += poll_sandbox(sandbox)
-        except DriverError:
-            continue
-    return changed
 
 
 def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:

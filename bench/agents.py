@@ -108,35 +108,8 @@ def main() -> None:
             call("agent.kill", agentId=agent_id)
 
         # -- hook to event -------------------------------------------------------------------------
-        # A stand-in `claude` that just stays in the foreground: only its hook reports change its status.
-        stand_in = (
-            "mkdir -p ~/bin && printf '#!/bin/sh\\nexec sleep 100000\\n' > ~/bin/claude && "
-            "chmod +x ~/bin/claude"
-        )
-        call("sandbox.exec", sandboxId=sandbox["id"], command=["sh", "-c", stand_in])
-        agent = call(
-            "agent.spawn",
-            sandboxId=sandbox["id"],
-            profile="claude-code",
-            env={"PATH": "/home/agent/bin:/opt/cocoon/bin:/usr/bin:/bin"},
-        )
-        hook_latency = []
-        with server.ws() as ws:
-            ws.call("events.subscribe", {"types": ["agent.updated"], "agentId": agent["id"]})
-            for index in range(args.runs):
-                status = ("done", "blocked")[index % 2]
-                started = time.time()
-                subprocess.run(
-                    ["docker", "exec", "-u", "agent", "-e", f"COCOON_AGENT_ID={agent['id']}", container,
-                     "/opt/cocoon/bin/cocoon-status", status],
-                    check=True,
-                )  # fmt: skip
-                while True:
-                    event = ws.next_event(timeout=30)["event"]
-                    if event["data"]["status"] == status and event["data"]["statusSource"] == "hook":
-                        break
-                hook_latency.append(time.time() - started)
-                time.sleep(random.uniform(0, TICK_S))  # land anywhere in the poller's tick
+        agent = _hooked_agent(call, sandbox["id"])
+        hook_latency = _hook_latencies(server, container, agent["id"], args.runs)
         call("agent.kill", agentId=agent["id"])
         row("poller tick (the wait an event can have)", [TICK_S], scale=1000)
         row("hook fires -> agent.updated on the WebSocket", hook_latency)
@@ -191,17 +164,58 @@ def main() -> None:
         print(
             f"  idle (no agents): cocoond {idle[0] / ticks * 1000:.1f}, engine {idle[1] / ticks * 1000:.1f}"
         )
+        print("  (and hook -> event latency with the poller that busy: a probe agent in the first sandbox)")
         sandboxes: list[str] = []
+        probe = None
         for level in levels:
             with ThreadPoolExecutor(8) as pool:
                 sandboxes += pool.map(lambda _: _sandbox_with_agent(call), range(level - len(sandboxes)))
+            probe = probe or _hooked_agent(call, sandboxes[0])
             time.sleep(3 * TICK_S)  # the agents settle, their first screens are read
             used = measure()
+            probe_latency = _hook_latencies(server, f"{server.instance}-{sandboxes[0]}", probe["id"], 8)
             cocoon_ms = (used[0] - idle[0]) / ticks * 1000
             engine_ms = (used[1] - idle[1]) / ticks * 1000
-            print(f"  {level:>3} sandboxes: cocoond {cocoon_ms:7.1f} ({cocoon_ms / level:5.1f}/sandbox), "
-                  f"engine {engine_ms:7.1f} ({engine_ms / level:5.1f}/sandbox)")  # fmt: skip
+            hook = (
+                f"median {statistics.median(probe_latency) * 1000:.0f}, max {max(probe_latency) * 1000:.0f}"
+            )
+            cocoon_cost = f"cocoond {cocoon_ms:7.1f} ({cocoon_ms / level:5.1f}/sandbox)"
+            engine_cost = f"engine {engine_ms:7.1f} ({engine_ms / level:5.1f}/sandbox)"
+            print(f"  {level:>3} sandboxes: {cocoon_cost}, {engine_cost}; hook->event {hook} ms")
         client.close()
+
+
+def _hooked_agent(call, sandbox_id: str) -> dict:
+    """A claude-code agent whose `claude` is a stand-in that just stays in the foreground: only its
+    hook reports change its status."""
+    stand_in = (
+        "mkdir -p ~/bin && printf '#!/bin/sh\\nexec sleep 100000\\n' > ~/bin/claude && chmod +x ~/bin/claude"
+    )
+    call("sandbox.exec", sandboxId=sandbox_id, command=["sh", "-c", stand_in])
+    path = "/home/agent/bin:/opt/cocoon/bin:/usr/bin:/bin"
+    return call("agent.spawn", sandboxId=sandbox_id, profile="claude-code", env={"PATH": path})
+
+
+def _hook_latencies(server, container: str, agent_id: str, runs: int) -> list[float]:
+    """Seconds from running cocoon-status in the sandbox to its agent.updated on a WebSocket."""
+    latencies = []
+    with server.ws() as ws:
+        ws.call("events.subscribe", {"types": ["agent.updated"], "agentId": agent_id})
+        for index in range(runs):
+            status = ("done", "blocked")[index % 2]
+            started = time.time()
+            subprocess.run(
+                ["docker", "exec", "-u", "agent", "-e", f"COCOON_AGENT_ID={agent_id}", container,
+                 "/opt/cocoon/bin/cocoon-status", status],
+                check=True,
+            )  # fmt: skip
+            while True:
+                event = ws.next_event(timeout=60)["event"]
+                if event["data"]["status"] == status and event["data"]["statusSource"] == "hook":
+                    break
+            latencies.append(time.time() - started)
+            time.sleep(random.uniform(0, TICK_S))  # land anywhere in the poller's tick
+    return latencies
 
 
 def _sandbox_with_agent(call) -> str:

@@ -231,6 +231,15 @@ def test_hooks_are_installed_and_hook_reports_win(cocoond, sandbox):
     hook("blocked")
     blocked = wait(cocoond, agent, "blocked")
     assert blocked["statusSource"] == "hook"
+    explained = call(cocoond, "agent.explain", agentId=agent["id"])
+    assert (explained["rule"], explained["hook"]["status"], explained["hook"]["counts"]) == (
+        "hook",
+        "blocked",
+        True,
+    )
+    assert 0 <= explained["hook"]["ageS"] < 10
+    german = cocoond.post("agent.explain", {"agentId": agent["id"]}, headers={"x-cocoon-lang": "de"}).json()
+    assert german["result"]["summary"].startswith("Sein eigener Hook hat diesen Status vor")
     hook("done")
     assert wait(cocoond, agent, "done")["statusSource"] == "hook"
     call(cocoond, "agent.kill", agentId=agent["id"])

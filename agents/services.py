@@ -9,7 +9,7 @@ import base64
 import shlex
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from django.db import transaction
@@ -38,7 +38,10 @@ KEYS = {
 }  # fmt: skip
 RECHECK_S = 5  # agent.wait reads the row at least this often, should an event be lost
 POLL_PARALLEL = 8  # sandboxes polled at once
-_polling = threading.Lock()  # one poller tick at a time in this process
+POLL_TIMEOUT_S = 10  # a sandbox that cannot answer the poll in this time is asked again next tick
+# Sandboxes a tick of this process is polling right now.
+_in_flight: set[str] = set()
+_in_flight_lock = threading.Lock()
 RULE_MESSAGES = {
     StatusRule.SPAWNED: _("It was just started; the poller has not looked at it yet."),
     StatusRule.KILLED: _("It was stopped through cocoon."),
@@ -266,35 +269,39 @@ def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
 
 def poll_all() -> int:
     """One tick of the poller: one exec per sandbox with a live agent, many sandboxes at once (each
-    exec mostly waits for the engine); returns how many agents changed status. A tick still running
-    when the next is due makes that one a no-op, so no agent is ever decided twice at once."""
-    if not _polling.acquire(blocking=False):
+    exec mostly waits for the engine); returns how many agents changed status.
+
+    A sandbox still being polled by an earlier tick is left to it, so no agent is ever decided twice
+    at once, and a slow sandbox holds up only itself."""
+    live = Agent.objects.exclude(status=AgentStatus.EXITED).filter(sandbox__state=SandboxState.RUNNING)
+    with _in_flight_lock:
+        claimed = set(live.values_list("sandbox_id", flat=True)) - _in_flight
+        _in_flight.update(claimed)
+    if not claimed:
         return 0
+    changed = 0
     try:
-        by_sandbox: dict[str, dict[str, Agent]] = {}
-        live = Agent.objects.exclude(status=AgentStatus.EXITED).filter(sandbox__state=SandboxState.RUNNING)
-        for agent in live:
-            by_sandbox.setdefault(agent.sandbox_id, {})[agent.id] = agent
-        if not by_sandbox:
-            return 0
-        with ThreadPoolExecutor(min(POLL_PARALLEL, len(by_sandbox))) as pool:
-            outputs = list(pool.map(_poll_output, by_sandbox.items()))
+        by_sandbox: dict[str, dict[str, Agent]] = {sandbox_id: {} for sandbox_id in claimed}
+        for agent in live.filter(sandbox_id__in=claimed):  # read after claiming: never a stale row
+            by_sandbox[agent.sandbox_id][agent.id] = agent
         names = {agent.profile for agents in by_sandbox.values() for agent in agents.values()}
         profiles = {p.name: screen_rules(p) for p in AgentProfile.objects.filter(name__in=names)}
-        changed = 0
-        for agents, output in zip(by_sandbox.values(), outputs, strict=True):
-            for line in (output or "").splitlines():
-                agent_id, alive, code, hook, command, screen, encoded = (line.split("\t") + [""] * 7)[:7]
-                agent = agents.get(agent_id)
-                if agent is None or agent.profile not in profiles:
-                    continue
-                if _observe(
-                    agent, profiles[agent.profile], alive == "1", code, hook, command, screen, encoded
-                ):
-                    changed += 1
-        return changed
+        with ThreadPoolExecutor(min(POLL_PARALLEL, len(claimed))) as pool:
+            polls = {pool.submit(_poll_output, item): item for item in by_sandbox.items()}
+            for done in as_completed(polls):
+                sandbox_id, agents = polls[done]
+                for line in (done.result() or "").splitlines():
+                    agent_id, alive, code, hook, command, screen, encoded = (line.split("\t") + [""] * 7)[:7]
+                    agent = agents.get(agent_id)
+                    if agent is not None and agent.profile in profiles:
+                        seen = (alive == "1", code, hook, command, screen, encoded)
+                        changed += _observe(agent, profiles[agent.profile], *seen)
+                with _in_flight_lock:
+                    _in_flight.discard(sandbox_id)
     finally:
-        _polling.release()
+        with _in_flight_lock:
+            _in_flight.difference_update(claimed)
+    return changed
 
 
 def _poll_output(item: tuple[str, dict[str, Agent]]) -> str | None:
@@ -303,7 +310,7 @@ def _poll_output(item: tuple[str, dict[str, Agent]]) -> str | None:
     sandbox_id, agents = item
     pairs = [f"{agent.id}={agent.screen_hash}" for agent in agents.values()]
     try:
-        result = get_driver().exec(sandbox_id, ["sh", "-c", POLL, "poll", *pairs], timeout=30)
+        result = get_driver().exec(sandbox_id, ["sh", "-c", POLL, "poll", *pairs], timeout=POLL_TIMEOUT_S)
     except DriverError:
         return None
     return result.stdout.decode(errors="replace") if result.exit_code == 0 else None

@@ -19,3 +19,21 @@ class PromptMode(models.TextChoices):
     ARGUMENT = "argument", "argument"  # appended to the command line
     STDIN = "stdin", "stdin"  # piped into the program
     TYPED = "typed", "typed"  # typed into the terminal after start
+
+
+class StatusRule(models.TextChoices):
+    """Which rule decided an agent's status (agent.explain)."""
+
+    SPAWNED = "spawned", "spawned"
+    KILLED = "killed", "killed"
+    SESSION_ENDED = "session_ended", "session ended"
+    HOOK = "hook", "hook report"
+    FOREGROUND_PROCESS = "foreground_process", "foreground process"
+    SHELL_PROMPT = "shell_prompt", "shell prompt"
+    QUESTION = "question", "question on screen"
+    WORKING_INDICATOR = "working_indicator", "working indicator"
+    START_UP_GRACE = "start_up_grace", "start-up grace"
+    SCREEN_CHANGING = "screen_changing", "screen changing"
+    SETTLING = "settling", "settling"
+    QUIET_AFTER_TASK = "quiet_after_task", "quiet after a task"
+    QUIET = "quiet", "quiet"

@@ -50,7 +50,9 @@ class AttachConsumer(AsyncWebsocketConsumer):
             return
         query = self.scope["query"]
         self.read_only = (query.get("mode") or [""])[0] == "ro"
-        command = ["tmux", "-L", "cocoon", "attach-session", "-t", f"={agent.id}"]
+        # Without $TMUX: under bwrap the viewer's own terminal is a pane of the same tmux server, and
+        # tmux refuses to attach from inside itself unless told it is not nested.
+        command = ["env", "-u", "TMUX", "tmux", "-L", "cocoon", "attach-session", "-t", f"={agent.id}"]
         if self.read_only:
             command.append("-r")
         cols, rows = _size(query, "cols", 120, 20, 500), _size(query, "rows", 40, 5, 300)

@@ -2,8 +2,9 @@
 
 from typing import Any
 
-from agents import services
-from agents.choices import AgentStatus, StatusSource
+from agents import profiles, services
+from agents.choices import AgentStatus, PromptMode, StatusRule, StatusSource
+from cocoon.config import SECRET_NAME_PATTERN
 from cocoon.registry import Call, registry
 from cocoon.schema import (
     BOOLEAN,
@@ -34,6 +35,25 @@ AGENT = obj(
     }
 )
 BY_ID = obj({"agentId": AGENT_ID}, required=("agentId",))
+ENV = {
+    "type": "object",
+    "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+    "additionalProperties": STRING,
+}
+PROFILE_NAME = string(pattern="^[a-z0-9][a-z0-9-]{0,63}$")
+# What a profile says; patterns are regular expressions (checked to compile on save).
+PROFILE_FIELDS = {
+    "command": array(string(minLength=1, maxLength=4000), minItems=1, maxItems=100),
+    "promptMode": enum(*PromptMode.values),
+    "env": ENV,
+    "secrets": array(string(pattern=SECRET_NAME_PATTERN), maxItems=50),
+    "hooks": BOOLEAN,
+    "workingPattern": string(maxLength=200),
+    "blockedPatterns": array(string(minLength=1, maxLength=500), maxItems=50),
+    "defaultModel": string(maxLength=200),
+}
+PROFILE = obj({"name": STRING, **PROFILE_FIELDS, "builtin": BOOLEAN})
+BY_NAME = obj({"name": PROFILE_NAME}, required=("name",))
 
 
 @registry.method(
@@ -46,11 +66,7 @@ BY_ID = obj({"agentId": AGENT_ID}, required=("agentId",))
             "sandboxId": SANDBOX_ID,
             "profile": string(minLength=1, maxLength=64),
             "prompt": string(maxLength=100_000),
-            "env": {
-                "type": "object",
-                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
-                "additionalProperties": STRING,
-            },
+            "env": ENV,
             "providers": array(string(pattern="^[a-z0-9][a-z0-9-]{0,31}$"), maxItems=10, uniqueItems=True),
             "model": string(minLength=1, maxLength=200),
             "cols": integer(minimum=20, maximum=500),
@@ -161,3 +177,96 @@ def agent_wait(call: Call) -> dict[str, Any]:
 )
 def agent_kill(call: Call) -> dict[str, Any]:
     return services.serialize(services.kill_agent(call.params["agentId"], actor=call.actor))
+
+
+@registry.method(
+    "agent.explain",
+    description="Why the agent has its status: the rule that decided (hook report, foreground process, "
+    "question on screen, working indicator, start-up grace, quiet screen ...) and what the last poll saw.",
+    params=BY_ID,
+    result=obj(
+        {
+            "agent": AGENT,
+            "rule": enum(*StatusRule.values),
+            "detail": STRING,
+            "summary": STRING,
+            "hook": nullable(obj({"status": STRING, "ageS": {"type": "number"}, "counts": BOOLEAN})),
+            "screenQuietS": {"type": "number"},
+            "workingIndicator": BOOLEAN,
+            "question": STRING,
+            "foreground": STRING,
+            "startUpGraceS": {"type": "number"},
+            "lastInputAt": nullable(TIMESTAMP),
+        }
+    ),
+    agent_side=True,
+)
+def agent_explain(call: Call) -> dict[str, Any]:
+    return services.explain_agent(call.params["agentId"], call.language)
+
+
+# -- profiles ----------------------------------------------------------------------------------------
+
+
+@registry.method(
+    "profile.list",
+    description="Agent profiles: the built-ins (claude-code, codex, shell) and custom ones.",
+    result=array(PROFILE),
+    agent_side=True,
+)
+def profile_list(call: Call) -> list[dict[str, Any]]:
+    return [profiles.serialize_profile(profile) for profile in profiles.list_profiles()]
+
+
+@registry.method(
+    "profile.get", description="One agent profile.", params=BY_NAME, result=PROFILE, agent_side=True
+)
+def profile_get(call: Call) -> dict[str, Any]:
+    return profiles.serialize_profile(profiles.get_profile(call.params["name"]))
+
+
+@registry.method(
+    "profile.create",
+    description="Create a custom agent profile.",
+    params=obj({"name": PROFILE_NAME, **PROFILE_FIELDS}, required=("name", "command")),
+    result=PROFILE,
+    admin=True,
+)
+def profile_create(call: Call) -> dict[str, Any]:
+    fields = {key: value for key, value in call.params.items() if key != "name"}
+    return profiles.serialize_profile(profiles.create_profile(call.params["name"], fields, actor=call.actor))
+
+
+@registry.method(
+    "profile.update",
+    description="Change fields of an agent profile (built-in or custom); returns the whole profile.",
+    params=obj({"name": PROFILE_NAME, **PROFILE_FIELDS}, required=("name",)),
+    result=PROFILE,
+    admin=True,
+)
+def profile_update(call: Call) -> dict[str, Any]:
+    fields = {key: value for key, value in call.params.items() if key != "name"}
+    return profiles.serialize_profile(profiles.update_profile(call.params["name"], fields, actor=call.actor))
+
+
+@registry.method(
+    "profile.reset",
+    description="Reset a built-in agent profile to its built-in definition.",
+    params=BY_NAME,
+    result=PROFILE,
+    admin=True,
+)
+def profile_reset(call: Call) -> dict[str, Any]:
+    return profiles.serialize_profile(profiles.reset_profile(call.params["name"], actor=call.actor))
+
+
+@registry.method(
+    "profile.delete",
+    description="Delete a custom agent profile no running agent uses.",
+    params=BY_NAME,
+    result=EMPTY,
+    admin=True,
+)
+def profile_delete(call: Call) -> dict[str, Any]:
+    profiles.delete_profile(call.params["name"], actor=call.actor)
+    return {}

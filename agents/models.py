@@ -1,6 +1,6 @@
 from django.db import models
 
-from agents.choices import AgentStatus, PromptMode, StatusSource
+from agents.choices import AgentStatus, PromptMode, StatusRule, StatusSource
 from cocoon.ids import new_id
 
 
@@ -37,10 +37,18 @@ class Agent(models.Model):
         max_length=10, choices=StatusSource.choices, default=StatusSource.HEURISTIC
     )
     exit_code = models.IntegerField(null=True, blank=True)
+    # Why the status is what it is (agent.explain): the rule that decided and what it looked at.
+    rule = models.CharField(max_length=20, choices=StatusRule.choices, default=StatusRule.SPAWNED)
+    rule_detail = models.CharField(max_length=300, blank=True)
+    # The last poll's view: hook report, foreground command, and what the last changed screen showed.
+    hook_report = models.CharField(max_length=100, blank=True)
+    foreground = models.CharField(max_length=100, blank=True)
     screen_hash = models.CharField(max_length=64, blank=True)
+    screen_indicator = models.BooleanField(default=False)
+    screen_question = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    last_activity_at = models.DateTimeField(auto_now_add=True)
-    last_input_at = models.DateTimeField(null=True, blank=True)
+    last_activity_at = models.DateTimeField(auto_now_add=True)  # the screen's last change
+    last_input_at = models.DateTimeField(null=True, blank=True)  # a prompt at spawn counts
 
     class Meta:
         ordering = ["created_at"]

@@ -6,20 +6,21 @@ writes /opt/cocoon/status/<id>) and, where they say nothing, from the screen and
 """
 
 import base64
-import io
-import json
-import posixpath
 import shlex
-import tarfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
-from agents.choices import AgentStatus, PromptMode, StatusSource
+from agents import hooks
+from agents import status as rules
+from agents.choices import AgentStatus, PromptMode, StatusRule, StatusSource
 from agents.models import Agent, AgentProfile, new_agent_id
+from agents.profiles import get_profile, screen_rules
 from cocoon import activity, events, vault
 from cocoon.actors import Actor
 from cocoon.errors import ErrorCode, RpcError
@@ -27,39 +28,36 @@ from egress import providers as egress_providers
 from egress import services as egress
 from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import AGENT_UID, AGENT_USER, OPT_COCOON, DriverError
+from sandboxes.drivers.base import DriverError
 from sandboxes.models import Sandbox
 from sandboxes.services import get_sandbox, require_running
 
 TMUX = ["tmux", "-L", "cocoon"]
-SHELLS = {"bash", "sh", "zsh", "fish", "dash"}
 KEYS = {
     "Enter", "Escape", "Tab", "BTab", "Space", "BSpace", "Up", "Down", "Left", "Right", "Home", "End",
     "PageUp", "PageDown", "DC", "C-c", "C-d", "C-z", "C-l", "C-u", "C-a", "C-e", "C-r", "y", "n",
     "1", "2", "3",
 }  # fmt: skip
-BLOCKED_REGION_LINES = 12  # where on the screen a question counts (the last non-empty lines)
-SETTLE_S = 3  # a changing screen must be still this long before working becomes idle
-HOOK_FRESHNESS_S = 15  # a hook's `working` with a quiet screen this long hands over to the screen
-BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
-    "shell": {"command": ["bash", "-l"], "prompt_mode": PromptMode.TYPED},
-    "claude-code": {
-        "command": ["claude"],
-        "prompt_mode": PromptMode.ARGUMENT,
-        "env": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"},
-        "secrets": ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"],
-        "hooks": True,
-        "working_pattern": "esc to interrupt",
-        "blocked_patterns": ["Do you want to proceed?", "Do you want to make this edit"],
-    },
-    "codex": {
-        "command": ["codex"],
-        "prompt_mode": PromptMode.ARGUMENT,
-        "secrets": ["OPENAI_API_KEY"],
-        "hooks": True,
-        "working_pattern": "esc to interrupt",
-        "blocked_patterns": ["Allow command?", "Would you like to run the following command?"],
-    },
+RECHECK_S = 5  # agent.wait reads the row at least this often, should an event be lost
+POLL_PARALLEL = 8  # sandboxes polled at once
+POLL_TIMEOUT_S = 10  # a sandbox that cannot answer the poll in this time is asked again next tick
+# Sandboxes a tick of this process is polling right now.
+_in_flight: set[str] = set()
+_in_flight_lock = threading.Lock()
+RULE_MESSAGES = {
+    StatusRule.SPAWNED: _("It was just started; the poller has not looked at it yet."),
+    StatusRule.KILLED: _("It was stopped through cocoon."),
+    StatusRule.SESSION_ENDED: _("Its tmux session has ended."),
+    StatusRule.HOOK: _("Its own hook reported this status %(age)s s ago."),
+    StatusRule.FOREGROUND_PROCESS: _("The command %(detail)s runs in the foreground."),
+    StatusRule.SHELL_PROMPT: _("The shell waits at its prompt: no command runs in the foreground."),
+    StatusRule.QUESTION: _("A known question stands still on the screen (pattern %(detail)s)."),
+    StatusRule.WORKING_INDICATOR: _("The screen shows the profile's working indicator."),
+    StatusRule.START_UP_GRACE: _("It started less than %(grace)s s ago: its screen is not judged yet."),
+    StatusRule.SCREEN_CHANGING: _("The screen is changing."),
+    StatusRule.SETTLING: _("The screen stopped changing less than %(settle)s s ago."),
+    StatusRule.QUIET_AFTER_TASK: _("The screen has been still for %(quiet)s s after it worked on its input."),
+    StatusRule.QUIET: _("The screen has been still for %(quiet)s s and it has had no task yet."),
 }
 
 activity.register_messages(
@@ -95,19 +93,6 @@ for pair in "$@"; do
   printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' "$id" "$alive" "$code" "$hook" "$command" "$screen" "$text"
 done
 """
-
-
-def ensure_profiles() -> None:
-    for name, fields in BUILTIN_PROFILES.items():
-        AgentProfile.objects.get_or_create(name=name, defaults={**fields, "builtin": True})
-
-
-def get_profile(name: str) -> AgentProfile:
-    ensure_profiles()
-    profile = AgentProfile.objects.filter(pk=name).first()
-    if profile is None:
-        raise RpcError(ErrorCode.NOT_FOUND, _("There is no agent profile %(name)s."), name=name)
-    return profile
 
 
 def get_agent(agent_id: str) -> Agent:
@@ -154,7 +139,14 @@ def spawn_agent(
     profile = get_profile(profile_name)
     # The row is written once the session exists: the poller must never see an agent whose tmux
     # session is not there yet (it would take it for exited).
-    agent = Agent(id=new_agent_id(), sandbox=sandbox, profile=profile.name, status=AgentStatus.WORKING)
+    # A first prompt is the agent's first input: it has a task from the start.
+    agent = Agent(
+        id=new_agent_id(),
+        sandbox=sandbox,
+        profile=profile.name,
+        status=AgentStatus.WORKING if prompt else AgentStatus.UNKNOWN,
+        last_input_at=timezone.now() if prompt else None,
+    )
     chosen = egress_providers.choose(providers, profile.secrets)
     provider_env = egress_providers.agent_env(
         sandbox, chosen, model or profile.default_model, get_driver().host_alias
@@ -176,7 +168,7 @@ def spawn_agent(
     env_file = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items())
     try:
         if profile.hooks:
-            get_driver().put_archive(sandbox.id, f"/home/{AGENT_USER}", _hook_files(profile, variables))
+            hooks.install(sandbox.id, profile, variables)
         _exec(
             sandbox,
             [
@@ -226,49 +218,6 @@ def spawn_agent(
     if prompt and profile.prompt_mode == PromptMode.TYPED:
         send_input(agent.id, prompt, actor=actor)
     return agent
-
-
-def _hook_files(profile: AgentProfile, variables: dict[str, str]) -> bytes:
-    """The agent CLIs' own configuration that makes them report to cocoon-status and skips their
-    first-run dialogs (a tar for the agent's home)."""
-    files: dict[str, str] = {}
-    if profile.name == "claude-code":
-        files[".claude/settings.json"] = (OPT_COCOON / "hooks" / "claude-code.json").read_text()
-        state: dict[str, Any] = {
-            "hasCompletedOnboarding": True,
-            "theme": "dark",
-            "projects": {
-                "/workspace": {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}
-            },
-        }
-        if key := variables.get("ANTHROPIC_API_KEY"):
-            state["customApiKeyResponses"] = {"approved": [key[-20:]], "rejected": []}
-        files[".claude.json"] = json.dumps(state)
-    elif profile.name == "codex":
-        # cocoon's sandbox is the sandbox: Codex's own bwrap cannot run inside a container.
-        config = (OPT_COCOON / "hooks" / "codex.toml").read_text()
-        config += 'sandbox_mode = "danger-full-access"\napproval_policy = "on-request"\n'
-        if base_url := variables.get("OPENAI_BASE_URL"):
-            # Codex reads endpoints from its config, not from OPENAI_BASE_URL.
-            config += (
-                'model_provider = "cocoon"\n\n[model_providers.cocoon]\nname = "cocoon"\n'
-                f"base_url = {json.dumps(base_url)}\n"
-                'env_key = "OPENAI_API_KEY"\nwire_api = "responses"\n'
-            )
-        config += '\n[projects."/workspace"]\ntrust_level = "trusted"\n'
-        files[".codex/config.toml"] = config
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for directory in sorted({posixpath.dirname(name) for name in files} - {""}):
-            info = tarfile.TarInfo(directory)
-            info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o700, AGENT_UID, AGENT_UID
-            tar.addfile(info)
-        for name, content in files.items():
-            data = content.encode()
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.uid, info.gid = len(data), 0o600, AGENT_UID, AGENT_UID
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def _publish(agent: Agent) -> None:
@@ -322,7 +271,8 @@ def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
         get_driver().exec(agent.sandbox.id, [*TMUX, "kill-session", "-t", f"={agent.id}:"], timeout=30)
     with transaction.atomic():
         agent.status, agent.status_source = AgentStatus.EXITED, StatusSource.HEURISTIC
-        agent.save(update_fields=["status", "status_source"])
+        agent.rule, agent.rule_detail = StatusRule.KILLED, ""
+        agent.save(update_fields=["status", "status_source", "rule", "rule_detail"])
         activity.record(
             "agent.killed", {"agent": agent.id}, actor=actor, sandbox_id=agent.sandbox_id, agent_id=agent.id
         )
@@ -330,131 +280,175 @@ def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
     return agent
 
 
-def _decide(
+def poll_all() -> int:
+    """One tick of the poller: one exec per sandbox with a live agent, many sandboxes at once (each
+    exec mostly waits for the engine); returns how many agents changed status.
+
+    A sandbox still being polled by an earlier tick is left to it, so no agent is ever decided twice
+    at once, and a slow sandbox holds up only itself."""
+    live = Agent.objects.exclude(status=AgentStatus.EXITED).filter(sandbox__state=SandboxState.RUNNING)
+    with _in_flight_lock:
+        claimed = set(live.values_list("sandbox_id", flat=True)) - _in_flight
+        _in_flight.update(claimed)
+    if not claimed:
+        return 0
+    changed = 0
+    try:
+        by_sandbox: dict[str, dict[str, Agent]] = {sandbox_id: {} for sandbox_id in claimed}
+        for agent in live.filter(sandbox_id__in=claimed):  # read after claiming: never a stale row
+            by_sandbox[agent.sandbox_id][agent.id] = agent
+        names = {agent.profile for agents in by_sandbox.values() for agent in agents.values()}
+        profiles = {p.name: screen_rules(p) for p in AgentProfile.objects.filter(name__in=names)}
+        with ThreadPoolExecutor(min(POLL_PARALLEL, len(claimed))) as pool:
+            polls = {pool.submit(_poll_output, item): item for item in by_sandbox.items()}
+            for done in as_completed(polls):
+                sandbox_id, agents = polls[done]
+                for line in (done.result() or "").splitlines():
+                    agent_id, alive, code, hook, command, screen, encoded = (line.split("\t") + [""] * 7)[:7]
+                    agent = agents.get(agent_id)
+                    if agent is not None and agent.profile in profiles:
+                        seen = (alive == "1", code, hook, command, screen, encoded)
+                        changed += _observe(agent, profiles[agent.profile], *seen)
+                with _in_flight_lock:
+                    _in_flight.discard(sandbox_id)
+    finally:
+        with _in_flight_lock:
+            _in_flight.difference_update(claimed)
+    return changed
+
+
+def _poll_output(item: tuple[str, dict[str, Agent]]) -> str | None:
+    """The poll script's report on one sandbox's agents; None when the sandbox could not be reached
+    (reconcile notices a sandbox that went away)."""
+    sandbox_id, agents = item
+    pairs = [f"{agent.id}={agent.screen_hash}" for agent in agents.values()]
+    try:
+        result = get_driver().exec(sandbox_id, ["sh", "-c", POLL, "poll", *pairs], timeout=POLL_TIMEOUT_S)
+    except DriverError:
+        return None
+    return result.stdout.decode(errors="replace") if result.exit_code == 0 else None
+
+
+def _observe(
     agent: Agent,
-    profile: AgentProfile,
+    profile_rules: rules.ScreenRules,
     alive: bool,
     code: str,
     hook: str,
     command: str,
     screen: str,
-    text: str | None,
-) -> tuple[str, str, int | None]:
-    """The status an observation means (SPEC §4): exit first, then fresh hooks, then the screen."""
-    if not alive:
-        return (
-            AgentStatus.EXITED,
-            StatusSource.HEURISTIC,
-            int(code) if code.strip().lstrip("-").isdigit() else None,
-        )
-    if profile.hooks and hook:
-        status, _sep, stamp = hook.partition(" ")
-        reported = float(stamp or 0)
-        after_input = agent.last_input_at is None or reported >= agent.last_input_at.timestamp()
-        quiet = (
-            screen == agent.screen_hash
-            and time.time() - agent.last_activity_at.timestamp() > HOOK_FRESHNESS_S
-        )
-        if after_input and status in AgentStatus.values and not (status == AgentStatus.WORKING and quiet):
-            return status, StatusSource.HOOK, None
-    if profile.name == "shell" or not profile.hooks:
-        busy = command and command not in SHELLS
-        return (AgentStatus.WORKING if busy else AgentStatus.IDLE), StatusSource.HEURISTIC, None
-    if text is not None:  # the screen changed
-        # Questions are asked at the bottom: prose further up that quotes one is not a prompt.
-        bottom = "\n".join([line for line in text.splitlines() if line.strip()][-BLOCKED_REGION_LINES:])
-        if any(pattern in bottom for pattern in profile.blocked_patterns):
-            return AgentStatus.BLOCKED, StatusSource.HEURISTIC, None
-        return AgentStatus.WORKING, StatusSource.HEURISTIC, None
-    # An unchanged screen keeps a question standing; a busy one settles to idle.
-    if agent.status == AgentStatus.BLOCKED:
-        return AgentStatus.BLOCKED, agent.status_source, None
-    settled = time.time() - agent.last_activity_at.timestamp() > SETTLE_S
-    if agent.status == AgentStatus.WORKING and not settled:
-        return agent.status, agent.status_source, None
-    return AgentStatus.IDLE, StatusSource.HEURISTIC, None
-
-
-def poll_sandbox(sandbox: Sandbox) -> int:
-    """Update every agent of one sandbox from a single exec; returns how many changed."""
-    agents = {agent.id: agent for agent in sandbox.agents.exclude(status=AgentStatus.EXITED)}
-    if not agents or sandbox.state != SandboxState.RUNNING:
-        return 0
-    pairs = [f"{agent.id}={agent.screen_hash}" for agent in agents.values()]
-    output = _exec(sandbox, ["sh", "-c", POLL, "poll", *pairs])
-    profiles = {
-        profile.name: profile
-        for profile in AgentProfile.objects.filter(name__in={a.profile for a in agents.values()})
+    encoded: str,
+) -> bool:
+    """Decide one agent's status from what the poll saw; save what changed, publish a new status."""
+    now = timezone.now()
+    facts = None
+    if encoded:  # the screen changed: its text came along
+        facts = rules.read_screen(profile_rules, base64.b64decode(encoded).decode(errors="replace"))
+    memory = rules.Memory(
+        status=agent.status,
+        created_at=agent.created_at.timestamp(),
+        last_input_at=agent.last_input_at.timestamp() if agent.last_input_at else None,
+        last_change_at=agent.last_activity_at.timestamp(),
+        screen=rules.ScreenFacts(agent.screen_indicator, agent.screen_question),
+    )
+    exit_code = int(code) if code.strip().lstrip("-").isdigit() else None
+    seen = rules.Observation(alive, exit_code, hook.strip(), command, facts)
+    decision = rules.decide(profile_rules, memory, seen, now.timestamp())
+    before = (agent.status, agent.status_source, agent.exit_code)
+    fields = {
+        "status": decision.status,
+        "status_source": decision.source,
+        "exit_code": decision.exit_code,
+        "rule": decision.rule,
+        "rule_detail": decision.detail[:300],
+        "hook_report": seen.hook[:100],
+        "foreground": command[:100],
     }
-    changed = 0
-    for line in output.splitlines():
-        agent_id, alive, code, hook, command, screen, encoded = (line.split("\t") + [""] * 7)[:7]
-        agent = agents.get(agent_id)
-        if agent is None or agent.profile not in profiles:
-            continue
-        text = base64.b64decode(encoded).decode(errors="replace") if encoded else None
-        status, source, exit_code = _decide(
-            agent, profiles[agent.profile], alive == "1", code, hook, command, screen, text
-        )
-        now = timezone.now()
-        if screen and screen != agent.screen_hash:
-            agent.screen_hash, agent.last_activity_at = screen, now
-        if (status, source, exit_code) != (agent.status, agent.status_source, agent.exit_code):
-            agent.status, agent.status_source, agent.exit_code = status, source, exit_code
-            with transaction.atomic():
-                agent.save()
-                if status == AgentStatus.EXITED:
-                    activity.record(
-                        "agent.exited",
-                        {"agent": agent.id, "code": exit_code},
-                        sandbox_id=sandbox.id,
-                        agent_id=agent.id,
-                    )
-                _publish(agent)
-            changed += 1
-        else:
-            agent.save(update_fields=["screen_hash", "last_activity_at"])
-    return changed
-
-
-def poll_all() -> int:
-    changed = 0
-    for sandbox in (
-        Sandbox.objects.filter(state=SandboxState.RUNNING, agents__isnull=False)
-        .exclude(agents__status=AgentStatus.EXITED)
-        .distinct()
-    ):
-        try:
-            changed += poll_sandbox(sandbox)
-        except DriverError:
-            continue
-    return changed
+    if screen and screen != agent.screen_hash:
+        fields |= {"screen_hash": screen, "last_activity_at": now}
+    if facts is not None:
+        fields |= {"screen_indicator": facts.indicator, "screen_question": facts.question[:300]}
+    dirty = [name for name, value in fields.items() if getattr(agent, name) != value]
+    if not dirty:  # the steady state writes nothing
+        return False
+    for name in dirty:
+        setattr(agent, name, fields[name])
+    if (agent.status, agent.status_source, agent.exit_code) == before:
+        agent.save(update_fields=dirty)
+        return False
+    with transaction.atomic():
+        agent.save(update_fields=dirty)
+        if agent.status == AgentStatus.EXITED:
+            activity.record(
+                "agent.exited",
+                {"agent": agent.id, "code": agent.exit_code},
+                sandbox_id=agent.sandbox_id,
+                agent_id=agent.id,
+            )
+        _publish(agent)
+    return True
 
 
 def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:
-    """Poll until the agent reaches one of the statuses; bounded by timeout_s."""
+    """Block until the agent reaches one of the statuses, bounded by timeout_s.
+
+    Woken by the agent's events (the poller publishes every change), never by polling the sandbox;
+    the row is read again after each event, and every RECHECK_S in case an event was lost.
+    """
     deadline = time.monotonic() + timeout_s
-    while True:
+    # Listening starts before the first read, so a change between the two is still heard.
+    with events.listen(events.agent_group(agent_id)) as next_event:
         agent = get_agent(agent_id)
-        if (
-            agent.status not in until
-            and agent.status != AgentStatus.EXITED
-            and agent.sandbox.state == SandboxState.RUNNING
-        ):
-            poll_sandbox(agent.sandbox)
+        while agent.status not in until:
+            remaining = deadline - time.monotonic()
+            if agent.status == AgentStatus.EXITED or remaining <= 0:
+                raise RpcError(
+                    ErrorCode.TIMEOUT,
+                    _("Agent %(id)s did not reach %(until)s; it is %(status)s."),
+                    details={"agent": serialize(agent)},
+                    id=agent.id,
+                    until=", ".join(until),
+                    status=agent.status,
+                )
+            next_event(min(remaining, RECHECK_S))
             agent = get_agent(agent_id)
-        if agent.status in until:
-            return agent
-        if agent.status == AgentStatus.EXITED or time.monotonic() > deadline:
-            raise RpcError(
-                ErrorCode.TIMEOUT,
-                _("Agent %(id)s did not reach %(until)s; it is %(status)s."),
-                details={"agent": serialize(agent)},
-                id=agent.id,
-                until=", ".join(until),
-                status=agent.status,
-            )
-        time.sleep(0.25)
+    return agent
+
+
+def explain_agent(agent_id: str, language: str) -> dict[str, Any]:
+    """Why the agent has its status: the deciding rule and what the last poll saw, with ages; the
+    summary in the caller's language."""
+    agent = get_agent(agent_id)
+    now = time.time()
+    report = rules.parse_hook(agent.hook_report)
+    last_input = agent.last_input_at.timestamp() if agent.last_input_at else None
+    quiet_s = round(now - agent.last_activity_at.timestamp(), 1)
+    hook = None
+    if report is not None:
+        counts = last_input is None or report[1] >= last_input
+        hook = {"status": report[0], "ageS": round(now - report[1], 1), "counts": counts}
+    params = {
+        "detail": agent.rule_detail,
+        "age": hook["ageS"] if hook else "?",
+        "grace": rules.STARTUP_GRACE_S,
+        "settle": rules.SETTLE_S,
+        "quiet": quiet_s,
+    }
+    with translation.override(language):
+        summary = str(RULE_MESSAGES[StatusRule(agent.rule)]) % params
+    return {
+        "agent": serialize(agent),
+        "rule": agent.rule,
+        "detail": agent.rule_detail,
+        "summary": summary,
+        "hook": hook,
+        "screenQuietS": quiet_s,
+        "workingIndicator": agent.screen_indicator,
+        "question": agent.screen_question,
+        "foreground": agent.foreground,
+        "startUpGraceS": round(max(0.0, rules.STARTUP_GRACE_S - (now - agent.created_at.timestamp())), 1),
+        "lastInputAt": agent.last_input_at.isoformat() if agent.last_input_at else None,
+    }
 
 
 def list_agents(sandbox_id: str | None = None) -> list[Agent]:

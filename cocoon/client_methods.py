@@ -31,6 +31,10 @@ class Methods:
         """Queue removal of activity entries older than olderThanDays (default: the retention)."""
         return self.call("activity.prune", _params({"olderThanDays": older_than_days}))
 
+    def agent_explain(self, *, agent_id: str) -> Any:
+        """Why the agent has its status: the rule that decided (hook report, foreground process, question on screen, working indicator, start-up grace, quiet screen ...) and what the last poll saw."""
+        return self.call("agent.explain", _params({"agentId": agent_id}))
+
     def agent_get(self, *, agent_id: str) -> Any:
         """One agent."""
         return self.call("agent.get", _params({"agentId": agent_id}))
@@ -180,6 +184,84 @@ class Methods:
     def image_status(self) -> Any:
         """The sandbox image variants and whether they are built."""
         return self.call("image.status", _params({}))
+
+    def profile_create(
+        self,
+        *,
+        name: str,
+        command: list,
+        prompt_mode: str | None = None,
+        env: dict | None = None,
+        secrets: list | None = None,
+        hooks: bool | None = None,
+        working_pattern: str | None = None,
+        blocked_patterns: list | None = None,
+        default_model: str | None = None,
+    ) -> Any:
+        """Create a custom agent profile."""
+        return self.call(
+            "profile.create",
+            _params(
+                {
+                    "name": name,
+                    "command": command,
+                    "promptMode": prompt_mode,
+                    "env": env,
+                    "secrets": secrets,
+                    "hooks": hooks,
+                    "workingPattern": working_pattern,
+                    "blockedPatterns": blocked_patterns,
+                    "defaultModel": default_model,
+                }
+            ),
+        )
+
+    def profile_delete(self, *, name: str) -> Any:
+        """Delete a custom agent profile no running agent uses."""
+        return self.call("profile.delete", _params({"name": name}))
+
+    def profile_get(self, *, name: str) -> Any:
+        """One agent profile."""
+        return self.call("profile.get", _params({"name": name}))
+
+    def profile_list(self) -> Any:
+        """Agent profiles: the built-ins (claude-code, codex, shell) and custom ones."""
+        return self.call("profile.list", _params({}))
+
+    def profile_reset(self, *, name: str) -> Any:
+        """Reset a built-in agent profile to its built-in definition."""
+        return self.call("profile.reset", _params({"name": name}))
+
+    def profile_update(
+        self,
+        *,
+        name: str,
+        command: list | None = None,
+        prompt_mode: str | None = None,
+        env: dict | None = None,
+        secrets: list | None = None,
+        hooks: bool | None = None,
+        working_pattern: str | None = None,
+        blocked_patterns: list | None = None,
+        default_model: str | None = None,
+    ) -> Any:
+        """Change fields of an agent profile (built-in or custom); returns the whole profile."""
+        return self.call(
+            "profile.update",
+            _params(
+                {
+                    "name": name,
+                    "command": command,
+                    "promptMode": prompt_mode,
+                    "env": env,
+                    "secrets": secrets,
+                    "hooks": hooks,
+                    "workingPattern": working_pattern,
+                    "blockedPatterns": blocked_patterns,
+                    "defaultModel": default_model,
+                }
+            ),
+        )
 
     def providers_list(self) -> Any:
         """Model providers: the built-in anthropic and openai plus settings.providers, and whether each one's secret is set (never the value)."""
@@ -522,6 +604,10 @@ class AsyncMethods:
         """Queue removal of activity entries older than olderThanDays (default: the retention)."""
         return await self.call("activity.prune", _params({"olderThanDays": older_than_days}))
 
+    async def agent_explain(self, *, agent_id: str) -> Any:
+        """Why the agent has its status: the rule that decided (hook report, foreground process, question on screen, working indicator, start-up grace, quiet screen ...) and what the last poll saw."""
+        return await self.call("agent.explain", _params({"agentId": agent_id}))
+
     async def agent_get(self, *, agent_id: str) -> Any:
         """One agent."""
         return await self.call("agent.get", _params({"agentId": agent_id}))
@@ -681,6 +767,84 @@ class AsyncMethods:
     async def image_status(self) -> Any:
         """The sandbox image variants and whether they are built."""
         return await self.call("image.status", _params({}))
+
+    async def profile_create(
+        self,
+        *,
+        name: str,
+        command: list,
+        prompt_mode: str | None = None,
+        env: dict | None = None,
+        secrets: list | None = None,
+        hooks: bool | None = None,
+        working_pattern: str | None = None,
+        blocked_patterns: list | None = None,
+        default_model: str | None = None,
+    ) -> Any:
+        """Create a custom agent profile."""
+        return await self.call(
+            "profile.create",
+            _params(
+                {
+                    "name": name,
+                    "command": command,
+                    "promptMode": prompt_mode,
+                    "env": env,
+                    "secrets": secrets,
+                    "hooks": hooks,
+                    "workingPattern": working_pattern,
+                    "blockedPatterns": blocked_patterns,
+                    "defaultModel": default_model,
+                }
+            ),
+        )
+
+    async def profile_delete(self, *, name: str) -> Any:
+        """Delete a custom agent profile no running agent uses."""
+        return await self.call("profile.delete", _params({"name": name}))
+
+    async def profile_get(self, *, name: str) -> Any:
+        """One agent profile."""
+        return await self.call("profile.get", _params({"name": name}))
+
+    async def profile_list(self) -> Any:
+        """Agent profiles: the built-ins (claude-code, codex, shell) and custom ones."""
+        return await self.call("profile.list", _params({}))
+
+    async def profile_reset(self, *, name: str) -> Any:
+        """Reset a built-in agent profile to its built-in definition."""
+        return await self.call("profile.reset", _params({"name": name}))
+
+    async def profile_update(
+        self,
+        *,
+        name: str,
+        command: list | None = None,
+        prompt_mode: str | None = None,
+        env: dict | None = None,
+        secrets: list | None = None,
+        hooks: bool | None = None,
+        working_pattern: str | None = None,
+        blocked_patterns: list | None = None,
+        default_model: str | None = None,
+    ) -> Any:
+        """Change fields of an agent profile (built-in or custom); returns the whole profile."""
+        return await self.call(
+            "profile.update",
+            _params(
+                {
+                    "name": name,
+                    "command": command,
+                    "promptMode": prompt_mode,
+                    "env": env,
+                    "secrets": secrets,
+                    "hooks": hooks,
+                    "workingPattern": working_pattern,
+                    "blockedPatterns": blocked_patterns,
+                    "defaultModel": default_model,
+                }
+            ),
+        )
 
     async def providers_list(self) -> Any:
         """Model providers: the built-in anthropic and openai plus settings.providers, and whether each one's secret is set (never the value)."""

@@ -1,13 +1,16 @@
 """The EventBus: typed events broadcast over the Channels layer to every WebSocket subscriber.
 
 Events go to the group "events.all"; each connection filters by its subscriptions (type, sandbox,
-agent). Publishing waits for the surrounding transaction to commit, so no one hears of a change that
-was rolled back.
+agent). Events about an agent also go to "agent.<id>", where synchronous code can listen() for them
+(agent.wait). Publishing waits for the surrounding transaction to commit, so no one hears of a change
+that was rolled back.
 """
 
 import asyncio
 import logging
-from typing import Any, NotRequired, TypedDict
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from typing import Any, NotRequired, TypedDict, TypeVar
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -20,6 +23,11 @@ logger = logging.getLogger(__name__)
 
 ALL_EVENTS_GROUP = "events.all"
 HANDLER_TYPE = "event.message"  # -> consumer method event_message
+T = TypeVar("T")
+
+
+def agent_group(agent_id: str) -> str:
+    return f"agent.{agent_id}"
 
 
 class Event(TypedDict):
@@ -60,21 +68,55 @@ def publish(
     return event
 
 
+def _on_layer_loop(coroutine: Coroutine[Any, Any, T], timeout: float = 10) -> T:
+    """Run a channel-layer coroutine from synchronous code, on the loop the layer's queues live on."""
+    loop = _server_loop
+    if loop is not None and loop.is_running():
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=timeout)
+
+    async def run() -> T:
+        return await coroutine
+
+    return async_to_sync(run)()
+
+
 def _send(event: Event) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     message = {"type": HANDLER_TYPE, "event": event}
+    groups = [ALL_EVENTS_GROUP]
+    if agent_id := event.get("agentId"):
+        groups.append(agent_group(agent_id))
     try:
-        loop = _server_loop
-        if loop is not None and loop.is_running():
-            future = asyncio.run_coroutine_threadsafe(layer.group_send(ALL_EVENTS_GROUP, message), loop)
-            future.result(timeout=10)
-        else:
-            async_to_sync(layer.group_send)(ALL_EVENTS_GROUP, message)
+        for group in groups:
+            _on_layer_loop(layer.group_send(group, message))
     except Exception:
         # A lost event must never undo the state change that caused it.
         logger.exception("could not publish event %s", event["type"])
+
+
+@contextmanager
+def listen(group: str) -> Iterator[Callable[[float], Event | None]]:
+    """Hear the events sent to a group from synchronous code: yields next(timeout) -> the next event,
+    or None when none came in time. Events sent before listen() are not heard; read state after it."""
+    layer = get_channel_layer()
+    if layer is None:
+        raise RuntimeError("no channel layer is configured")
+    channel = _on_layer_loop(layer.new_channel())
+    _on_layer_loop(layer.group_add(group, channel))
+
+    def receive(timeout: float) -> Event | None:
+        try:
+            message = _on_layer_loop(asyncio.wait_for(layer.receive(channel), timeout), timeout + 10)
+        except TimeoutError:
+            return None
+        return message["event"]
+
+    try:
+        yield receive
+    finally:
+        _on_layer_loop(layer.group_discard(group, channel))
 
 
 def matches(subscription: dict[str, Any], event: Event) -> bool:

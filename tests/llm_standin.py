@@ -5,6 +5,7 @@ Real agent CLIs talk to it instead of the internet: it answers every prompt with
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -36,9 +37,18 @@ class AnthropicStandIn:
     first answer is a Bash tool call (so the CLI asks for permission), and the answer after the tool
     result is text again."""
 
-    def __init__(self, host: str, reply: str = "Hello from the stand-in.", command: str = "true") -> None:
+    def __init__(
+        self,
+        host: str,
+        reply: str = "Hello from the stand-in.",
+        command: str = "true",
+        delay: float = 0,
+        trigger: str = "run",
+    ) -> None:
         self.requests: list[dict] = []
         self.command = command
+        self.trigger = trigger  # a prompt holding this asks for the tool call
+        self.delay = delay  # seconds before each answer: the CLI shows its working screen meanwhile
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -62,6 +72,7 @@ class AnthropicStandIn:
                 if "/count_tokens" in self.path:
                     owner._json(self, 200, {"input_tokens": 10})
                 elif self.path.startswith("/v1/messages"):
+                    time.sleep(owner.delay)
                     owner._message(self, payload, reply)
                 else:
                     owner._json(
@@ -94,7 +105,7 @@ class AnthropicStandIn:
         if any(block.get("type") == "tool_result" for block in blocks):
             return False
         text = " ".join(block.get("text", "") for block in blocks if block.get("type") == "text")
-        return "Bash" in tools and "run" in text.lower()
+        return "Bash" in tools and self.trigger in text.lower()
 
     def _message(self, request: BaseHTTPRequestHandler, payload: dict, reply: str) -> None:
         message = {
@@ -132,7 +143,7 @@ class AnthropicStandIn:
 class OpenAIStandIn:
     """A local stand-in for the OpenAI Responses API (streaming SSE), recording every request."""
 
-    def __init__(self, host: str, reply: str = "Hello from the OpenAI stand-in.") -> None:
+    def __init__(self, host: str, reply: str = "Hello from the OpenAI stand-in.", delay: float = 0) -> None:
         self.requests: list[dict] = []
         owner = self
 
@@ -151,6 +162,7 @@ class OpenAIStandIn:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 payload = json.loads(body or b"{}")
                 owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": payload})
+                time.sleep(delay)
                 item = {
                     "type": "message",
                     "role": "assistant",

@@ -4,6 +4,8 @@ Codex end-to-end runs against stand-in LLM endpoints are not written yet (see th
 import json
 import subprocess
 import time
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from websockets.exceptions import ConnectionClosed
@@ -40,6 +42,44 @@ def test_a_shell_agent_works_goes_idle_and_exits_with_its_code(cocoond, sandbox)
     assert (exited["status"], exited["exitCode"]) == ("exited", 3)
     response = cocoond.post("agent.send_input", {"agentId": agent["id"], "text": "echo too late"})
     assert response.json()["error"]["code"] == "conflict"
+
+
+def test_wait_is_woken_by_events_and_never_polls_the_sandbox(cocoond, sandbox, docker_client):
+    agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell")
+    wait(cocoond, agent, "idle")
+    started = time.monotonic()
+    assert wait(cocoond, agent, "idle", timeout=600)["status"] == "idle"  # already there: at once
+    assert time.monotonic() - started < 1
+
+    # Five waits for a status that never comes are bounded and cost the sandbox no exec of their own:
+    # the only execs in the meantime are the poller's (one per 2 s tick).
+    container = docker_client.containers.get(f"{cocoond.instance}-{sandbox['id']}")
+    since = time.time()
+    with ThreadPoolExecutor(5) as pool:
+        waits = [
+            pool.submit(
+                cocoond.post, "agent.wait", {"agentId": agent["id"], "until": ["blocked"], "timeoutS": 4}
+            )
+            for _ in range(5)
+        ]
+        answers = [future.result().json() for future in waits]
+    ended = time.time()
+    assert [answer["error"]["code"] for answer in answers] == ["timeout"] * 5
+    assert ended - since < 8
+    execs = docker_client.events(
+        since=since, until=ended, filters={"container": container.id, "event": "exec_create"}, decode=True
+    )
+    assert 1 <= len(list(execs)) <= 4  # at least one: the poller's execs are counted
+
+    # A change made elsewhere wakes a waiting call at once.
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(wait, cocoond, agent, "exited")
+        time.sleep(0.5)
+        assert not waiting.done()
+        call(cocoond, "agent.kill", agentId=agent["id"])
+        killed = time.monotonic()
+        assert waiting.result()["status"] == "exited"
+        assert time.monotonic() - killed < 1
 
 
 def test_keys_and_kill(cocoond, sandbox):
@@ -191,6 +231,15 @@ def test_hooks_are_installed_and_hook_reports_win(cocoond, sandbox):
     hook("blocked")
     blocked = wait(cocoond, agent, "blocked")
     assert blocked["statusSource"] == "hook"
+    explained = call(cocoond, "agent.explain", agentId=agent["id"])
+    assert (explained["rule"], explained["hook"]["status"], explained["hook"]["counts"]) == (
+        "hook",
+        "blocked",
+        True,
+    )
+    assert 0 <= explained["hook"]["ageS"] < 10
+    german = cocoond.post("agent.explain", {"agentId": agent["id"]}, headers={"x-cocoon-lang": "de"}).json()
+    assert german["result"]["summary"].startswith("Sein eigener Hook hat diesen Status vor")
     hook("done")
     assert wait(cocoond, agent, "done")["statusSource"] == "hook"
     call(cocoond, "agent.kill", agentId=agent["id"])
@@ -220,7 +269,71 @@ def test_a_known_question_on_screen_is_blocked_without_hooks(cocoond, sandbox):
     blocked = wait(cocoond, agent, "blocked")
     assert blocked["statusSource"] == "heuristic"
     call(cocoond, "agent.send_keys", agentId=agent["id"], keys=["y", "Enter"])
-    assert wait(cocoond, agent, "working", "idle")["status"] in {"working", "idle"}
-    assert wait(cocoond, agent, "idle")["statusSource"] == "heuristic"
+    assert wait(cocoond, agent, "working", "done")["status"] in {"working", "done"}
+    done = wait(cocoond, agent, "done")  # quiet after the answer: its task is done
+    assert done["statusSource"] == "heuristic"
+    explained = call(cocoond, "agent.explain", agentId=agent["id"])
+    assert (explained["rule"], explained["question"]) == ("quiet_after_task", "")
     assert "proceeding with y" in call(cocoond, "agent.read", agentId=agent["id"])["screen"]
     call(cocoond, "agent.kill", agentId=agent["id"])
+
+
+def test_hook_files_merge_into_the_users_own_and_a_respawn_changes_nothing(cocoond, sandbox):
+    def write(path, content):
+        command = ["sh", "-c", 'mkdir -p "$(dirname "$HOME/$1")" && cat > "$HOME/$1"', "write", path]
+        cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": command, "stdin": content})
+
+    def read(path):
+        command = ["cat", f"/home/agent/{path}"]
+        return cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": command})["stdout"]
+
+    user_stop = {"hooks": [{"type": "command", "command": "notify-send done"}]}
+    write(
+        ".claude/settings.json",
+        json.dumps({"model": "opus", "hooks": {"Stop": [user_stop], "PreCompact": [user_stop]}}),
+    )
+    write(".claude.json", json.dumps({"numStartups": 7, "theme": "light", "projects": {"/src": {"x": 1}}}))
+    write(
+        ".codex/config.toml",
+        'model = "o3"\napproval_policy = "never"\nnotify = ["mine"]\n\n[profiles.fast]\nmodel = "o4"\n',
+    )
+    snapshots = []
+    for _ in range(2):  # the second spawn must find everything as the first left it
+        for profile in ("claude-code", "codex"):
+            # No toolbox in this sandbox: the CLIs are not found and exit, after their files are written.
+            agent = call(
+                cocoond,
+                "agent.spawn",
+                sandboxId=sandbox["id"],
+                profile=profile,
+                env={"OPENAI_BASE_URL": "http://x/v1"},
+            )
+            wait(cocoond, agent, "exited")
+        snapshots.append(
+            [read(path) for path in (".claude/settings.json", ".claude.json", ".codex/config.toml")]
+        )
+    assert snapshots[0] == snapshots[1]
+
+    settings = json.loads(snapshots[1][0])
+    assert settings["model"] == "opus"
+    assert settings["hooks"]["PreCompact"] == [user_stop]
+    stop_commands = [entry["command"] for group in settings["hooks"]["Stop"] for entry in group["hooks"]]
+    assert stop_commands == ["notify-send done", "/opt/cocoon/bin/cocoon-status done"]
+    state = json.loads(snapshots[1][1])
+    assert (state["numStartups"], state["theme"], state["projects"]["/src"]) == (7, "light", {"x": 1})
+    assert state["hasCompletedOnboarding"] is True
+    assert state["projects"]["/workspace"]["hasTrustDialogAccepted"] is True
+    codex = tomllib.loads(snapshots[1][2])
+    assert (codex["model"], codex["approval_policy"], codex["profiles"]) == (
+        "o3",
+        "never",
+        {"fast": {"model": "o4"}},
+    )
+    assert codex["notify"] == ["/opt/cocoon/bin/cocoon-status", "done"]
+    assert codex["model_providers"]["cocoon"]["base_url"] == "http://x/v1"
+    assert codex["sandbox_mode"] == "danger-full-access"
+
+    write(".codex/config.toml", "model = [unclosed\n")
+    broken = cocoond.post("agent.spawn", {"sandboxId": sandbox["id"], "profile": "codex"})
+    assert broken.json()["error"]["code"] == "conflict"
+    assert read(".codex/config.toml") == "model = [unclosed\n"  # refused, never overwritten

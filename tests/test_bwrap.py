@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from websockets.sync.client import connect
 
 from tests.conftest import Cocoond, wait_until
 
@@ -200,3 +201,25 @@ def test_egress_goes_through_a_local_proxy_configured_but_not_enforced(bwrap_coc
         )
         cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
         cocoond.call("settings.reset", {"keys": ["egress", "providers"]})
+
+
+def test_an_agent_runs_works_is_attached_and_exits_in_a_bwrap_sandbox(bwrap_cocoond):
+    cocoond = bwrap_cocoond
+    sandbox = cocoond.call("sandbox.create", {"network": "none"})
+    agent = cocoond.call("agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell", "prompt": "sleep 3"})
+
+    def wait(*until):
+        return cocoond.call("agent.wait", {"agentId": agent["id"], "until": list(until), "timeoutS": 30})
+
+    assert wait("working")["status"] == "working"
+    assert wait("idle")["status"] == "idle"
+    url = f"ws://127.0.0.1:{cocoond.port}/v1/agents/{agent['id']}/attach?token={cocoond.token}"
+    with connect(url, open_timeout=10) as ws:
+        ws.send(b"echo hi-$((40+2))\r")
+        seen = b""
+        while b"hi-42" not in seen:
+            seen += ws.recv(timeout=10)
+    assert "hi-42" in cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
+    cocoond.call("agent.send_input", {"agentId": agent["id"], "text": "exit 3"})
+    exited = wait("exited")
+    assert (exited["status"], exited["exitCode"]) == ("exited", 3)

@@ -16,7 +16,7 @@ from agents.choices import PromptMode
 from cocoon.config import NETWORK_MODES, PROVIDER_AUTH, PROVIDER_KINDS
 from cocoon.errors import RpcError
 from ui import web
-from ui.web import call, done, has_method, page, show
+from ui.web import call, done, page, show
 
 
 @dataclass(frozen=True)
@@ -217,9 +217,6 @@ def tokens(request: HttpRequest) -> HttpResponse:
     return show(request, "ui/settings/tokens.html", context)
 
 
-PROFILE_ACTIONS = ("profile.create", "profile.update", "profile.reset", "profile.delete")
-
-
 def _lines(raw: str) -> list[str]:
     return [line.strip() for line in raw.splitlines() if line.strip()]
 
@@ -243,7 +240,6 @@ def _profile_from(form: Any) -> dict[str, Any]:
 
 @page(admin=True)
 def profiles(request: HttpRequest) -> HttpResponse:
-    """Agent profiles; editing appears with the agents app's profile.* methods."""
     if request.method == "POST":
         return _change_profile(request)
     listed = web.profiles(request)
@@ -251,7 +247,6 @@ def profiles(request: HttpRequest) -> HttpResponse:
     context = {
         "section": "profiles",
         "profiles": listed,
-        "can": {name.split(".")[1]: has_method(name) for name in PROFILE_ACTIONS},
         "edit": edit,
         "current": next((profile for profile in listed if profile["name"] == edit), {}),
         "prompt_modes": PromptMode.values,

@@ -39,18 +39,7 @@ def call(request: HttpRequest, method: str, **params: Any) -> Any:
 
 
 def profiles(request: HttpRequest) -> list[dict[str, Any]]:
-    """The agent profiles as profile.list answers them."""
-    if has_method("profile.list"):
-        return call(request, "profile.list")
-    # Until the agents app declares profile.list (being built): the stored rows, read-only.
-    from agents.models import AgentProfile
-    from agents.services import ensure_profiles
-
-    ensure_profiles()
-    return [
-        {"name": row.name, "command": row.command, "promptMode": row.prompt_mode, "builtin": row.builtin}
-        for row in AgentProfile.objects.order_by("name")
-    ]
+    return call(request, "profile.list")
 
 
 def error_page(request: HttpRequest, error: RpcError, status: int | None = None) -> HttpResponse:

@@ -1,0 +1,165 @@
+"""Agent profiles: the built-ins (editable, resettable to their definition here) and custom ones."""
+
+import re
+from typing import Any
+
+from django.db import transaction
+from django.utils.translation import gettext_lazy as _
+
+from agents.choices import AgentStatus, PromptMode
+from agents.models import Agent, AgentProfile
+from agents.status import ScreenRules
+from cocoon import activity
+from cocoon.actors import Actor
+from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+
+# Screen patterns are regular expressions, searched in the last lines of the screen (agents.status).
+BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
+    "shell": {"command": ["bash", "-l"], "prompt_mode": PromptMode.TYPED},
+    "claude-code": {
+        "command": ["claude"],
+        "prompt_mode": PromptMode.ARGUMENT,
+        "env": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"},
+        "secrets": ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"],
+        "hooks": True,
+        "working_pattern": r"(?i)esc to interrupt",
+        # Claude Code's permission dialogs (2.1): Bash, edits, new files, web fetches, connections.
+        "blocked_patterns": [r"Do you want to (proceed|make this edit|create|allow|use this API key)\b.*\?"],
+    },
+    "codex": {
+        "command": ["codex"],
+        "prompt_mode": PromptMode.ARGUMENT,
+        "secrets": ["OPENAI_API_KEY"],
+        "hooks": True,
+        "working_pattern": r"(?i)esc to interrupt",
+        # Codex's approval overlays (0.171): commands, edits, extra permissions, terminal input.
+        "blocked_patterns": [
+            r"Would you like to (run the following command|make the following edits|grant these permissions"
+            r"|send input to)",
+        ],
+    },
+}
+# Wire name -> model field of what a profile says.
+FIELDS = {
+    "command": "command",
+    "promptMode": "prompt_mode",
+    "env": "env",
+    "secrets": "secrets",
+    "hooks": "hooks",
+    "workingPattern": "working_pattern",
+    "blockedPatterns": "blocked_patterns",
+    "defaultModel": "default_model",
+}
+
+activity.register_messages(
+    {
+        "profile.created": _("Agent profile %(name)s was created."),
+        "profile.updated": _("Agent profile %(name)s was changed (%(keys)s)."),
+        "profile.reset": _("Agent profile %(name)s was reset to its built-in definition."),
+        "profile.deleted": _("Agent profile %(name)s was deleted."),
+    }
+)
+
+
+def ensure_profiles() -> None:
+    for name, fields in BUILTIN_PROFILES.items():
+        AgentProfile.objects.get_or_create(name=name, defaults={**fields, "builtin": True})
+
+
+def list_profiles() -> list[AgentProfile]:
+    ensure_profiles()
+    return list(AgentProfile.objects.order_by("name"))
+
+
+def get_profile(name: str) -> AgentProfile:
+    ensure_profiles()
+    profile = AgentProfile.objects.filter(pk=name).first()
+    if profile is None:
+        raise RpcError(ErrorCode.NOT_FOUND, _("There is no agent profile %(name)s."), name=name)
+    return profile
+
+
+def serialize_profile(profile: AgentProfile) -> dict[str, Any]:
+    document = {wire: getattr(profile, field) for wire, field in FIELDS.items()}
+    return {"name": profile.name, **document, "builtin": profile.builtin}
+
+
+def screen_rules(profile: AgentProfile) -> ScreenRules:
+    return ScreenRules.of(profile.command, profile.hooks, profile.working_pattern, profile.blocked_patterns)
+
+
+def _check_patterns(fields: dict[str, Any]) -> None:
+    """Screen patterns must compile: a broken one would otherwise fail every poll of the agent."""
+    patterns = []
+    if fields.get("workingPattern"):
+        patterns.append(("workingPattern", fields["workingPattern"]))
+    patterns += [(f"blockedPatterns.{i}", p) for i, p in enumerate(fields.get("blockedPatterns") or [])]
+    errors = []
+    for path, pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            message = interpolate_lazy(_("Not a regular expression: %(error)s."), {"error": str(error)})
+            errors.append({"path": path, "code": "regex", "message": message})
+    if errors:
+        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": errors})
+
+
+def _apply(profile: AgentProfile, fields: dict[str, Any]) -> None:
+    for wire, value in fields.items():
+        setattr(profile, FIELDS[wire], value)
+
+
+@transaction.atomic
+def create_profile(name: str, fields: dict[str, Any], *, actor: Actor) -> AgentProfile:
+    ensure_profiles()
+    if AgentProfile.objects.filter(pk=name).exists():
+        raise RpcError(ErrorCode.CONFLICT, _("There is already an agent profile %(name)s."), name=name)
+    _check_patterns(fields)
+    profile = AgentProfile(name=name)
+    _apply(profile, fields)
+    profile.save(force_insert=True)
+    activity.record("profile.created", {"name": name}, actor=actor)
+    return profile
+
+
+@transaction.atomic
+def update_profile(name: str, fields: dict[str, Any], *, actor: Actor) -> AgentProfile:
+    profile = get_profile(name)
+    _check_patterns(fields)
+    _apply(profile, fields)
+    profile.save()
+    activity.record("profile.updated", {"name": name, "keys": ", ".join(sorted(fields))}, actor=actor)
+    return profile
+
+
+@transaction.atomic
+def reset_profile(name: str, *, actor: Actor) -> AgentProfile:
+    profile = get_profile(name)
+    if not profile.builtin:
+        raise RpcError(
+            ErrorCode.CONFLICT,
+            _("Agent profile %(name)s is not built in: it has nothing to reset to."),
+            name=name,
+        )
+    defaults = AgentProfile(name=name, builtin=True, **BUILTIN_PROFILES[name])
+    for field in FIELDS.values():
+        setattr(profile, field, getattr(defaults, field))
+    profile.save()
+    activity.record("profile.reset", {"name": name}, actor=actor)
+    return profile
+
+
+@transaction.atomic
+def delete_profile(name: str, *, actor: Actor) -> None:
+    profile = get_profile(name)
+    if profile.builtin:
+        raise RpcError(
+            ErrorCode.CONFLICT,
+            _("Agent profile %(name)s is built in: change or reset it instead."),
+            name=name,
+        )
+    if Agent.objects.filter(profile=name).exclude(status=AgentStatus.EXITED).exists():
+        raise RpcError(ErrorCode.CONFLICT, _("Agents of profile %(name)s are still running."), name=name)
+    profile.delete()
+    activity.record("profile.deleted", {"name": name}, actor=actor)

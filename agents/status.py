@@ -1,0 +1,130 @@
+"""What an agent's status is, decided from one observation of the poller (SPEC §4). Pure: no I/O.
+
+Precedence: an ended session; hook reports (only those newer than the last input, and a hook's
+`working` only while the screen moves or shows the working indicator); for shells the foreground
+process; then the screen: a known question standing still, the working indicator, a start-up grace,
+a moving screen, and quiet — `done` after a task, `idle` before any.
+"""
+
+import posixpath
+import re
+from dataclasses import dataclass
+
+from agents.choices import AgentStatus, StatusRule, StatusSource
+
+SHELLS = {"bash", "sh", "zsh", "fish", "dash"}
+SCREEN_REGION_LINES = 12  # questions and the working indicator count in the last non-empty lines only
+SETTLE_S = 3  # a moving screen must be still this long before working becomes done or idle
+HOOK_FRESHNESS_S = 15  # a hook's `working` with a quiet screen and no indicator this long hands over
+STARTUP_GRACE_S = 10  # a just-started CLI draws its first screens: no settling to idle/done yet
+
+
+@dataclass(frozen=True)
+class ScreenRules:
+    """How a profile's agent is read: hooks or not, shell-like or not, and the screen's matchers."""
+
+    hooks: bool
+    foreground: bool  # a shell: a foreground process other than the shell itself means working
+    working: re.Pattern[str] | None
+    blocked: tuple[re.Pattern[str], ...]
+
+    @classmethod
+    def of(cls, command: list[str], hooks: bool, working: str, blocked: list[str]) -> "ScreenRules":
+        return cls(
+            hooks=hooks,
+            foreground=bool(command) and posixpath.basename(command[0]) in SHELLS,
+            working=re.compile(working) if working else None,
+            blocked=tuple(re.compile(pattern) for pattern in blocked),
+        )
+
+
+@dataclass(frozen=True)
+class ScreenFacts:
+    """What the matchers found on one screen."""
+
+    indicator: bool = False
+    question: str = ""  # the blocked pattern that matched, "" for none
+
+
+def read_screen(rules: ScreenRules, text: str) -> ScreenFacts:
+    # Only the bottom counts: prose further up that quotes a question is not a question.
+    region = "\n".join([line for line in text.splitlines() if line.strip()][-SCREEN_REGION_LINES:])
+    question = next((p.pattern for p in rules.blocked if p.search(region)), "")
+    return ScreenFacts(indicator=bool(rules.working and rules.working.search(region)), question=question)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What cocoon remembers of an agent between observations (times in epoch seconds)."""
+
+    status: str
+    created_at: float
+    last_input_at: float | None  # a prompt at spawn counts as input: the agent has a task
+    last_change_at: float  # when the screen last changed
+    screen: ScreenFacts
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One poll of one agent."""
+
+    alive: bool
+    exit_code: int | None = None
+    hook: str = ""  # the status file: "<status> <epoch seconds>"
+    command: str = ""  # the pane's foreground command
+    screen: ScreenFacts | None = None  # None: the screen did not change since the last poll
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: str
+    source: str
+    rule: str
+    detail: str = ""  # the pattern, command or hook report the rule looked at
+    exit_code: int | None = None
+
+
+def parse_hook(report: str) -> tuple[str, float] | None:
+    status, _sep, stamp = report.strip().partition(" ")
+    try:
+        at = float(stamp)
+    except ValueError:
+        return None
+    return (status, at) if status in AgentStatus.values else None
+
+
+def hook_counts(memory: Memory, report: tuple[str, float] | None) -> bool:
+    """After new input only newer hook reports count."""
+    return report is not None and (memory.last_input_at is None or report[1] >= memory.last_input_at)
+
+
+def decide(rules: ScreenRules, memory: Memory, seen: Observation, now: float) -> Decision:
+    heuristic = StatusSource.HEURISTIC
+    if not seen.alive:
+        return Decision(AgentStatus.EXITED, heuristic, StatusRule.SESSION_ENDED, exit_code=seen.exit_code)
+    screen = seen.screen or memory.screen
+    quiet_s = 0.0 if seen.screen is not None else now - memory.last_change_at
+    report = parse_hook(seen.hook) if rules.hooks else None
+    if report is not None and hook_counts(memory, report):
+        stale = report[0] == AgentStatus.WORKING and quiet_s > HOOK_FRESHNESS_S and not screen.indicator
+        if not stale:
+            return Decision(report[0], StatusSource.HOOK, StatusRule.HOOK, detail=seen.hook.strip())
+    if rules.foreground:
+        if seen.command and seen.command not in SHELLS:
+            return Decision(AgentStatus.WORKING, heuristic, StatusRule.FOREGROUND_PROCESS, seen.command)
+        return Decision(AgentStatus.IDLE, heuristic, StatusRule.SHELL_PROMPT, seen.command)
+    if screen.question and quiet_s > 0:  # a question that stands still, not prose streaming past
+        return Decision(AgentStatus.BLOCKED, heuristic, StatusRule.QUESTION, screen.question)
+    if screen.indicator:
+        return Decision(AgentStatus.WORKING, heuristic, StatusRule.WORKING_INDICATOR)
+    has_task = memory.last_input_at is not None
+    if now - memory.created_at < STARTUP_GRACE_S:
+        status = AgentStatus.WORKING if has_task else AgentStatus.UNKNOWN
+        return Decision(status, heuristic, StatusRule.START_UP_GRACE)
+    if seen.screen is not None:
+        return Decision(AgentStatus.WORKING, heuristic, StatusRule.SCREEN_CHANGING)
+    if memory.status == AgentStatus.WORKING and quiet_s < SETTLE_S:
+        return Decision(AgentStatus.WORKING, heuristic, StatusRule.SETTLING)
+    if has_task and memory.last_change_at >= memory.last_input_at:
+        return Decision(AgentStatus.DONE, heuristic, StatusRule.QUIET_AFTER_TASK)
+    return Decision(AgentStatus.IDLE, heuristic, StatusRule.QUIET)

@@ -1,0 +1,83 @@
+"""profile.* through the registry: built-ins editable and resettable, custom ones, validation, admin only."""
+
+import pytest
+
+from agents.models import Agent
+from cocoon.actors import Actor
+from cocoon.errors import RpcError
+from cocoon.registry import registry
+from sandboxes.models import Sandbox
+
+pytestmark = pytest.mark.django_db
+
+ADMIN = Actor("tok_a", "admin", "admin")
+AGENT = Actor("tok_b", "agent", "agent")
+
+
+def call(method, actor=ADMIN, **params):
+    return registry.dispatch(method, params, actor, "en")
+
+
+def refused(method, actor=ADMIN, **params):
+    with pytest.raises(RpcError) as error:
+        call(method, actor, **params)
+    return error.value
+
+
+def test_the_built_ins_are_listed_and_readable_by_agent_tokens():
+    listed = {profile["name"]: profile for profile in call("profile.list", AGENT)}
+    assert {"claude-code", "codex", "shell"} <= set(listed)
+    assert listed["claude-code"]["builtin"] is True
+    assert call("profile.get", AGENT, name="codex")["command"] == ["codex"]
+    assert refused("profile.get", name="nope").code == "not_found"
+
+
+def test_a_built_in_is_edited_and_reset_to_its_definition():
+    original = call("profile.get", name="claude-code")
+    changed = call(
+        "profile.update", name="claude-code", command=["claude", "--verbose"], blockedPatterns=["Proceed\\?"]
+    )
+    assert (changed["command"], changed["blockedPatterns"]) == (["claude", "--verbose"], ["Proceed\\?"])
+    assert changed["env"] == original["env"]  # untouched fields stay
+    assert call("profile.get", name="claude-code") == changed
+    assert call("profile.reset", name="claude-code") == original
+
+
+def test_writes_need_an_admin_token():
+    assert refused("profile.update", AGENT, name="shell", hooks=True).code == "forbidden"
+    assert refused("profile.reset", AGENT, name="shell").code == "forbidden"
+    assert refused("profile.create", AGENT, name="mine", command=["x"]).code == "forbidden"
+    assert call("profile.get", name="shell")["hooks"] is False
+
+
+@pytest.mark.parametrize(
+    ("params", "path", "code"),
+    [
+        ({"command": []}, "command", "minItems"),
+        ({"command": [""]}, "command.0", "minLength"),
+        ({"promptMode": "telepathy"}, "promptMode", "enum"),
+        ({"workingPattern": "esc to (interrupt"}, "workingPattern", "regex"),
+        ({"blockedPatterns": ["fine", "[unclosed"]}, "blockedPatterns.1", "regex"),
+        ({"env": {"1BAD": "x"}}, "env", "pattern"),
+        ({"colour": "red"}, "colour", "unknown_field"),
+    ],
+)
+def test_bad_fields_are_refused_with_their_path(params, path, code):
+    error = refused("profile.update", name="codex", **params)
+    assert error.code == "invalid_params"
+    assert [(field["path"], field["code"]) for field in error.details["fields"]] == [(path, code)]
+    assert call("profile.get", name="codex")["promptMode"] == "argument"  # nothing was saved
+
+
+def test_custom_profiles_are_created_and_deleted_but_never_built_ins():
+    created = call("profile.create", name="aider", command=["aider", "--no-git"], workingPattern="Thinking")
+    assert (created["builtin"], created["promptMode"], created["hooks"]) == (False, "typed", False)
+    assert refused("profile.create", name="aider", command=["aider"]).code == "conflict"
+    assert refused("profile.reset", name="aider").code == "conflict"
+    assert refused("profile.delete", name="shell").code == "conflict"
+    sandbox = Sandbox.objects.create(name="s", image="i", network="none", cpus=1, memory_mb=64, pids=16)
+    agent = Agent.objects.create(sandbox=sandbox, profile="aider", status="working")
+    assert refused("profile.delete", name="aider").code == "conflict"  # still in use
+    Agent.objects.filter(pk=agent.pk).update(status="exited")
+    assert call("profile.delete", name="aider") == {}
+    assert "aider" not in {profile["name"] for profile in call("profile.list")}

@@ -1,0 +1,150 @@
+"""The status rules (agents.status, SPEC §4) as a pure function, and a labelled corpus of screens."""
+
+from pathlib import Path
+
+import pytest
+
+from agents.profiles import BUILTIN_PROFILES
+from agents.status import (
+    HOOK_FRESHNESS_S,
+    SETTLE_S,
+    STARTUP_GRACE_S,
+    Memory,
+    Observation,
+    ScreenFacts,
+    ScreenRules,
+    decide,
+    read_screen,
+)
+
+SCREENS = Path(__file__).parent / "screens"
+NOW = 1_000_000.0
+STARTED = NOW - 60  # past the start-up grace unless a test says otherwise
+
+
+def rules_of(profile: str) -> ScreenRules:
+    fields = BUILTIN_PROFILES[profile]
+    return ScreenRules.of(
+        fields["command"],
+        fields.get("hooks", False),
+        fields.get("working_pattern", ""),
+        fields.get("blocked_patterns", []),
+    )
+
+
+NOTHING = ScreenFacts()
+
+
+def memory(status="working", *, created=STARTED, last_input=STARTED, changed=NOW, screen=NOTHING):
+    return Memory(status, created, last_input, changed, screen)
+
+
+CLAUDE = rules_of("claude-code")
+QUIET = Observation(alive=True)  # nothing changed on the screen since the last poll
+MOVING = Observation(alive=True, screen=ScreenFacts())
+
+
+def test_an_ended_session_is_exited_with_its_code():
+    decision = decide(CLAUDE, memory(), Observation(alive=False, exit_code=3, hook=f"done {NOW}"), NOW)
+    assert (decision.status, decision.exit_code, decision.rule) == ("exited", 3, "session_ended")
+
+
+def test_hook_reports_win_over_the_screen_but_only_when_newer_than_the_last_input():
+    question = ScreenFacts(question="Do you want to proceed")
+    seen = Observation(alive=True, hook=f"done {NOW - 5}")
+    decision = decide(CLAUDE, memory(screen=question, changed=NOW - 30), seen, NOW)
+    assert (decision.status, decision.source, decision.rule) == ("done", "hook", "hook")
+    # The user typed after that report: it speaks of the last turn, the screen decides.
+    stale = decide(CLAUDE, memory(last_input=NOW - 2, screen=question, changed=NOW - 30), seen, NOW)
+    assert (stale.status, stale.source, stale.rule) == ("blocked", "heuristic", "question")
+
+
+def test_a_hooks_working_hands_over_after_a_quiet_screen_without_the_indicator():
+    seen = Observation(alive=True, hook=f"working {NOW - 60}")
+    busy = decide(CLAUDE, memory(changed=NOW - HOOK_FRESHNESS_S + 1), seen, NOW)
+    assert (busy.status, busy.source) == ("working", "hook")
+    quiet = decide(CLAUDE, memory(changed=NOW - HOOK_FRESHNESS_S - 1), seen, NOW)
+    assert (quiet.status, quiet.source, quiet.rule) == ("done", "heuristic", "quiet_after_task")
+    thinking = memory(changed=NOW - HOOK_FRESHNESS_S - 1, screen=ScreenFacts(indicator=True))
+    assert decide(CLAUDE, thinking, seen, NOW).source == "hook"
+
+
+def test_hooks_of_a_profile_without_hooks_are_ignored():
+    rules = ScreenRules.of(["aider"], hooks=False, working="", blocked=[])
+    decision = decide(rules, memory(changed=NOW - 30), Observation(alive=True, hook=f"blocked {NOW}"), NOW)
+    assert (decision.status, decision.rule) == ("done", "quiet_after_task")
+
+
+def test_a_shell_works_while_a_command_runs_in_the_foreground():
+    shell = rules_of("shell")
+    assert decide(shell, memory(), Observation(alive=True, command="sleep"), NOW).status == "working"
+    idle = decide(shell, memory(), Observation(alive=True, command="bash"), NOW)
+    assert (idle.status, idle.rule) == ("idle", "shell_prompt")
+
+
+def test_a_question_counts_only_once_it_stands_still():
+    question = ScreenFacts(question="Do you want to proceed")
+    streaming = decide(CLAUDE, memory(), Observation(alive=True, screen=question), NOW)
+    assert streaming.status == "working"
+    standing = decide(CLAUDE, memory(screen=question, changed=NOW - 2), QUIET, NOW)
+    assert (standing.status, standing.detail) == ("blocked", "Do you want to proceed")
+
+
+def test_the_start_up_grace_never_settles_a_fresh_agent():
+    fresh = NOW - STARTUP_GRACE_S + 2
+    quiet_long = dict(created=fresh, changed=fresh)
+    without_task = decide(CLAUDE, memory("unknown", last_input=None, **quiet_long), QUIET, NOW)
+    assert (without_task.status, without_task.rule) == ("unknown", "start_up_grace")
+    with_task = decide(CLAUDE, memory(last_input=fresh, **quiet_long), QUIET, NOW)
+    assert (with_task.status, with_task.rule) == ("working", "start_up_grace")
+    after = decide(CLAUDE, memory("unknown", last_input=None, changed=NOW - 5), QUIET, NOW)
+    assert (after.status, after.rule) == ("idle", "quiet")
+
+
+def test_a_moving_screen_is_working_and_settles_to_done_after_a_task_or_idle_before_any():
+    assert decide(CLAUDE, memory("idle"), MOVING, NOW).rule == "screen_changing"
+    settling = decide(CLAUDE, memory(changed=NOW - SETTLE_S + 1), QUIET, NOW)
+    assert (settling.status, settling.rule) == ("working", "settling")
+    settled = memory(changed=NOW - SETTLE_S - 1, last_input=NOW - 20)
+    assert decide(CLAUDE, settled, QUIET, NOW).status == "done"
+    never_asked = memory(changed=NOW - SETTLE_S - 1, last_input=None)
+    assert decide(CLAUDE, never_asked, QUIET, NOW).status == "idle"
+    ignored_input = memory("idle", changed=NOW - 30, last_input=NOW - 20)  # no reaction on screen
+    assert decide(CLAUDE, ignored_input, QUIET, NOW).status == "idle"
+
+
+def test_questions_quoted_above_the_bottom_of_the_screen_do_not_count():
+    prose = "Claude said: Do you want to proceed? is what it asks.\n" + "\n".join(
+        f"line {n}" for n in range(20)
+    )
+    assert read_screen(CLAUDE, prose).question == ""
+    assert read_screen(CLAUDE, "line\n" * 20 + " Do you want to proceed?\n > 1. Yes\n").question
+
+
+# -- the labelled corpus -----------------------------------------------------------------------------
+# tests/screens/<profile>/<label>-<what>.txt: a screen as `tmux capture-pane -p` gives it. The label
+# is the status the screen means once it has stood still past settling and the start-up grace; `done`
+# screens are read after a task, `idle` ones before any (the screen alone cannot tell those apart).
+# Shells have no corpus: their status comes from the foreground process, not the screen.
+CORPUS = sorted(SCREENS.glob("*/*.txt"))
+
+
+def test_the_corpus_covers_every_label_of_both_clis():
+    labels = {(path.parent.name, path.name.split("-")[0]) for path in CORPUS}
+    expected = {
+        (cli, label) for cli in ("claude-code", "codex") for label in ("working", "blocked", "done", "idle")
+    }
+    assert expected <= labels
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[f"{p.parent.name}/{p.stem}" for p in CORPUS])
+def test_every_captured_screen_is_classified_as_labelled(path):
+    rules, label = rules_of(path.parent.name), path.name.split("-")[0]
+    facts = read_screen(rules, path.read_text())
+    last_input = None if label == "idle" else NOW - 60
+    # The screen appears (a change) ...
+    before = Memory("unknown", NOW - 120, last_input, NOW - 50, ScreenFacts())
+    appeared = decide(rules, before, Observation(alive=True, screen=facts), NOW - 40)
+    # ... and then stands still.
+    after = Memory(appeared.status, NOW - 120, last_input, NOW - 40, facts)
+    assert decide(rules, after, QUIET, NOW).status == label

@@ -7,12 +7,11 @@ import base64
 import io
 import json
 import posixpath
-import re
 import tarfile
 import tomllib
-from datetime import date, datetime, time
 from typing import Any
 
+import tomlkit
 from django.utils.translation import gettext_lazy as _
 
 from agents.models import AgentProfile
@@ -45,9 +44,9 @@ def install(sandbox_id: str, profile: AgentProfile, variables: dict[str, str]) -
 def _merge(path: str, text: str | None, variables: dict[str, str]) -> str:
     try:
         if path == CODEX_CONFIG:
-            return dump_toml(merge_codex_config(tomllib.loads(text or ""), variables))
+            return merge_codex_config(text or "", variables)
         current = json.loads(text) if text and text.strip() else {}
-    except (ValueError, tomllib.TOMLDecodeError) as error:
+    except (ValueError, tomllib.TOMLDecodeError) as error:  # tomlkit's ParseError is a ValueError
         raise RpcError(
             ErrorCode.CONFLICT,
             _("~/%(path)s in the sandbox cannot be read (%(error)s): fix or remove it."),
@@ -98,8 +97,9 @@ def merge_claude_state(current: dict[str, Any], api_key: str | None) -> dict[str
     return state
 
 
-def merge_codex_config(current: dict[str, Any], variables: dict[str, str]) -> dict[str, Any]:
-    """Codex's config.toml with cocoon's notify, sandbox mode, provider and workspace trust."""
+def merge_codex_config(text: str, variables: dict[str, str]) -> str:
+    """The user's config.toml (comments and all, through tomlkit) with cocoon's notify, sandbox mode,
+    provider and workspace trust merged in."""
     ours: dict[str, Any] = tomllib.loads((OPT_COCOON / "hooks" / "codex.toml").read_text())
     # cocoon's sandbox is the sandbox: Codex's own bwrap cannot run inside a container.
     ours |= {"sandbox_mode": "danger-full-access", "projects": {"/workspace": {"trust_level": "trusted"}}}
@@ -112,48 +112,18 @@ def merge_codex_config(current: dict[str, Any], variables: dict[str, str]) -> di
             "wire_api": "responses",
         }
         ours |= {"model_provider": "cocoon", "model_providers": {"cocoon": provider}}
-    return deep_merge({"approval_policy": "on-request"} | current, ours)
+    document = tomlkit.parse(text)
+    document.setdefault("approval_policy", "on-request")
+    _merge_into(document, ours)
+    return tomlkit.dumps(document)
 
 
-BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def dump_toml(document: dict[str, Any], table: tuple[str, ...] = ()) -> str:
-    """TOML for what tomllib reads (the standard library has no writer); comments are not kept."""
-    lines, tables, arrays = [], [], []
-    for key, value in document.items():
-        if isinstance(value, dict):
-            tables.append((key, value))
-        elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-            arrays.append((key, value))
+def _merge_into(document: Any, ours: dict[str, Any]) -> None:
+    for key, value in ours.items():
+        if isinstance(value, dict) and isinstance(document.get(key), dict):
+            _merge_into(document[key], value)
         else:
-            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
-    text = "".join(f"{line}\n" for line in lines)
-    for key, value in tables:
-        header = ".".join(_toml_key(part) for part in (*table, key))
-        text += f"\n[{header}]\n{dump_toml(value, (*table, key))}"
-    for key, items in arrays:
-        header = ".".join(_toml_key(part) for part in (*table, key))
-        text += "".join(f"\n[[{header}]]\n{dump_toml(item, (*table, key))}" for item in items)
-    return text
-
-
-def _toml_key(key: str) -> str:
-    return key if BARE_KEY.fullmatch(key) else json.dumps(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    return json.dumps(str(value))  # a JSON string is a TOML basic string
+            document[key] = value
 
 
 def _tar(files: dict[str, str]) -> bytes:

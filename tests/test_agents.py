@@ -295,7 +295,8 @@ def test_hook_files_merge_into_the_users_own_and_a_respawn_changes_nothing(cocoo
     write(".claude.json", json.dumps({"numStartups": 7, "theme": "light", "projects": {"/src": {"x": 1}}}))
     write(
         ".codex/config.toml",
-        'model = "o3"\napproval_policy = "never"\nnotify = ["mine"]\n\n[profiles.fast]\nmodel = "o4"\n',
+        '# my favourite\nmodel = "o3"\napproval_policy = "never"\nnotify = ["mine"]\n\n'
+        '[profiles.fast]\nmodel = "o4"\n',
     )
     snapshots = []
     for _ in range(2):  # the second spawn must find everything as the first left it
@@ -332,6 +333,7 @@ def test_hook_files_merge_into_the_users_own_and_a_respawn_changes_nothing(cocoo
     assert codex["notify"] == ["/opt/cocoon/bin/cocoon-status", "done"]
     assert codex["model_providers"]["cocoon"]["base_url"] == "http://x/v1"
     assert codex["sandbox_mode"] == "danger-full-access"
+    assert snapshots[1][2].startswith("# my favourite\n")  # the user's comments are kept
 
     write(".codex/config.toml", "model = [unclosed\n")
     broken = cocoond.post("agent.spawn", {"sandboxId": sandbox["id"], "profile": "codex"})

@@ -280,13 +280,15 @@ def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
     return agent
 
 
-def poll_all() -> int:
-    """One tick of the poller: one exec per sandbox with a live agent, many sandboxes at once (each
-    exec mostly waits for the engine); returns how many agents changed status.
+def poll_all(only: str | None = None) -> int:
+    """One tick of the poller: one exec per sandbox with a live agent (or only that sandbox), many
+    sandboxes at once (each exec mostly waits for the engine); returns how many agents changed status.
 
     A sandbox still being polled by an earlier tick is left to it, so no agent is ever decided twice
     at once, and a slow sandbox holds up only itself."""
     live = Agent.objects.exclude(status=AgentStatus.EXITED).filter(sandbox__state=SandboxState.RUNNING)
+    if only:
+        live = live.filter(sandbox_id=only)
     with _in_flight_lock:
         claimed = set(live.values_list("sandbox_id", flat=True)) - _in_flight
         _in_flight.update(claimed)
@@ -392,8 +394,9 @@ def _observe(
 def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:
     """Block until the agent reaches one of the statuses, bounded by timeout_s.
 
-    Woken by the agent's events (the poller publishes every change), never by polling the sandbox;
-    the row is read again after each event, and every RECHECK_S in case an event was lost.
+    Woken by the agent's events (the poller publishes every change). After RECHECK_S without one it
+    polls the agent's sandbox itself: an event may be lost, or no poller may run in this process's
+    deployment (a worker without beat).
     """
     deadline = time.monotonic() + timeout_s
     # Listening starts before the first read, so a change between the two is still heard.
@@ -410,7 +413,8 @@ def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:
                     until=", ".join(until),
                     status=agent.status,
                 )
-            next_event(min(remaining, RECHECK_S))
+            if next_event(min(remaining, RECHECK_S)) is None:
+                poll_all(only=agent.sandbox_id)
             agent = get_agent(agent_id)
     return agent
 

@@ -1,9 +1,9 @@
 """What an agent's status is, decided from one observation of the poller (SPEC §4). Pure: no I/O.
 
 Precedence: an ended session; hook reports (only those newer than the last input, and a hook's
-`working` only while the screen moves or shows the working indicator); for shells the foreground
-process; then the screen: a known question standing still, the working indicator, a start-up grace,
-a moving screen, and quiet — `done` after a task, `idle` before any.
+`working` only while the screen moves or shows the working indicator); a known question standing
+still on the screen; for shells the foreground process; then the screen: the working indicator, a
+start-up grace, a moving screen, and quiet — `done` after a task, `idle` before any.
 """
 
 import posixpath
@@ -109,12 +109,13 @@ def decide(rules: ScreenRules, memory: Memory, seen: Observation, now: float) ->
         stale = report[0] == AgentStatus.WORKING and quiet_s > HOOK_FRESHNESS_S and not screen.indicator
         if not stale:
             return Decision(report[0], StatusSource.HOOK, StatusRule.HOOK, detail=seen.hook.strip())
+    # A question that stands still (not prose streaming past) blocks any agent, a shell's script too.
+    if screen.question and quiet_s > 0:
+        return Decision(AgentStatus.BLOCKED, heuristic, StatusRule.QUESTION, screen.question)
     if rules.foreground:
         if seen.command and seen.command not in SHELLS:
             return Decision(AgentStatus.WORKING, heuristic, StatusRule.FOREGROUND_PROCESS, seen.command)
         return Decision(AgentStatus.IDLE, heuristic, StatusRule.SHELL_PROMPT, seen.command)
-    if screen.question and quiet_s > 0:  # a question that stands still, not prose streaming past
-        return Decision(AgentStatus.BLOCKED, heuristic, StatusRule.QUESTION, screen.question)
     if screen.indicator:
         return Decision(AgentStatus.WORKING, heuristic, StatusRule.WORKING_INDICATOR)
     has_task = memory.last_input_at is not None

@@ -58,7 +58,7 @@ def tick_cost(count: int, due: int) -> None:
     django.setup()
     from django.core.management import call_command
 
-    from agents.services import ensure_profiles
+    from agents.profiles import ensure_profiles
     from scheduling import schedules
     from scheduling.models import Schedule, Task
 

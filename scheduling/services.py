@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents import services as agents
 from agents.models import AgentProfile
+from agents.profiles import ensure_profiles
 from cocoon import activity, events
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.errors import ErrorCode, RpcError, ServiceError, interpolate_lazy
@@ -115,7 +116,7 @@ def check_workflow(workflow: list[dict[str, Any]] | None, path: str = "workflow"
 
     Profiles and providers are looked up now, so a task never fails hours later on a typo.
     """
-    agents.ensure_profiles()
+    ensure_profiles()
     steps = workflow or [{"profile": DEFAULT_PROFILE}]
     profiles = set(
         AgentProfile.objects.filter(name__in={s["profile"] for s in steps}).values_list("name", flat=True)

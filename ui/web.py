@@ -53,6 +53,23 @@ def profiles(request: HttpRequest) -> list[dict[str, Any]]:
     ]
 
 
+def form_number(raw: str) -> int | float | str:
+    """A form's number; what is none is passed on as it is, for the schema to answer a field error."""
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def method_of(actions: dict[str, Any], action: str) -> Any:
+    """The method behind a URL's action word; only the listed ones, whatever the URL says."""
+    if action not in actions:
+        raise RpcError(ErrorCode.NOT_FOUND)
+    return actions[action]
+
+
 def error_page(request: HttpRequest, error: RpcError, status: int | None = None) -> HttpResponse:
     rendered = error.render()
     status = status or error.http_status

@@ -181,12 +181,13 @@ def schedule_form(request: HttpRequest, schedule_id: str | None = None) -> HttpR
     schedule = call(request, "schedule.get", scheduleId=schedule_id) if schedule_id else SCHEDULE_DEFAULTS
     errors = None
     if request.method == "POST":
-        schedule = _schedule_from(request.POST)
+        params = _schedule_from(request.POST)
+        schedule = params | {"id": schedule_id}  # as typed, to show again with the errors
         try:
             if schedule_id:
-                saved = call(request, "schedule.update", scheduleId=schedule_id, **schedule)
+                saved = call(request, "schedule.update", scheduleId=schedule_id, **params)
             else:
-                saved = call(request, "schedule.create", **schedule)
+                saved = call(request, "schedule.create", **params)
         except RpcError as error:
             errors = form_errors(error, prefix="template.")
         else:

@@ -121,7 +121,10 @@ def _failed(request: HttpRequest, error: RpcError) -> HttpResponse:
         return JsonResponse({"error": error.render()}, status=error.http_status)
     if request.method == "POST" and error.code not in PAGE_ERRORS:
         messages.error(request, describe(error))
-        return redirect(back(request, request.path))
+        # Back to the page the form is on: an action's own URL answers no GET.
+        referer = request.headers.get("referer", "")
+        own = url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()})
+        return redirect(back(request, referer if own else request.path))
     return error_page(request, error)
 
 

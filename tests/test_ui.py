@@ -295,3 +295,166 @@ def test_the_tasks_slot_appears_with_task_list():
     client, _plain = logged_in(TokenScope.AGENT)
     assert 'href="/tasks/"' in client.get("/").content.decode()
     assert client.get("/tasks/").status_code == 200
+
+
+# -- tasks and schedules --------------------------------------------------------------------------------
+# Runs are not started here (on_commit never fires inside a test's transaction): the pages and their
+# actions are tested on the real methods; tests/test_ui_browser.py watches a real run finish.
+
+STEP_FORM = {
+    "stepProfile": ["shell", ""],
+    "stepPrompt": ["echo hi > hi.txt; exit", ""],
+    "stepTimeoutS": ["60", ""],
+}
+
+
+def test_a_task_from_the_form_of_an_agent_token_shows_its_steps_and_is_cancelled():
+    from scheduling.models import Task
+
+    client, _plain = logged_in(TokenScope.AGENT)
+    form = {"prompt": "Say hi", "title": "greeter", "source": "new", "network": "none"} | STEP_FORM
+    response = client.post("/tasks/", form)
+    assert response.status_code == 302
+    task = Task.objects.get(title="greeter")
+    assert response["Location"] == f"/tasks/{task.id}/"
+    assert task.workflow == [{"profile": "shell", "prompt": "echo hi > hi.txt; exit", "timeoutS": 60}]
+    assert task.sandbox_spec == {"network": "none"}
+    page = client.get(response["Location"]).content.decode()
+    assert 'data-step="0"' in page
+    assert 'data-step="1"' not in page
+    assert "Cancel task" in page
+    assert "Approve" not in page
+    assert f'data-task="{task.id}"' in client.get("/tasks/").content.decode()
+
+    assert client.post(f"/tasks/{task.id}/do/cancel").status_code == 302
+    task.refresh_from_db()
+    assert task.status == "cancelled"
+    assert "Cancelled by ui-agent" in client.get(f"/tasks/{task.id}/").content.decode()
+
+
+def test_a_bad_task_form_comes_back_with_its_field_errors_and_values():
+    client, _plain = logged_in()
+    form = {"prompt": "x", "source": "new", "stepProfile": ["nope"], "stepPrompt": [""], "stepTimeoutS": [""]}
+    response = client.post("/tasks/", form)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "workflow.0.profile</code>: There is no agent profile nope." in page
+    assert ">x</textarea>" in page
+
+
+def in_review(title: str, **fields) -> str:
+    """A task whose run ended in review (the runner's part is tested in tests/test_scheduling.py)."""
+    from agents.services import ensure_profiles
+    from cocoon.actors import SYSTEM_ACTOR
+    from scheduling import services
+
+    ensure_profiles()
+    task = services.create_task(
+        {"prompt": "p", "title": title, "workflow": [{"profile": "shell"}]}, actor=SYSTEM_ACTOR, start=False
+    )
+    services.Task.objects.filter(pk=task.id).update(status="review", **fields)
+    return task.id
+
+
+def test_a_task_in_review_shows_its_report_and_diff_and_is_approved_or_rejected():
+    from scheduling.models import Task
+
+    patch = "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-old\n+new line\n"
+    report = {"ok": False, "summary": "tests fail", "autoClose": False, "details": {"failed": 3}}
+    diff = {"files": [{"path": "a.txt", "status": "M", "added": 1, "deleted": 1}], "patch": patch}
+    approve_me = in_review("approve me", report=report, diff=diff)
+    reject_me = in_review("reject me")
+    client, _plain = logged_in()
+
+    page = client.get(f"/tasks/{approve_me}/").content.decode()
+    assert "tests fail" in page
+    assert "&quot;failed&quot;: 3" in page
+    assert "<code>a.txt</code>" in page
+    assert "new line" in page
+    assert "Approve" in page
+    assert "Reject" in page
+    assert "Cancel task" not in page
+    # A pull request needs the task's sandbox (this one has none): the method answers, nothing changes.
+    client.post(f"/tasks/{approve_me}/do/approve", {"prTitle": "Fix"})
+    assert Task.objects.get(pk=approve_me).status == "review"
+
+    assert client.post(f"/tasks/{approve_me}/do/approve").status_code == 302
+    assert client.post(f"/tasks/{reject_me}/do/reject").status_code == 302
+    assert Task.objects.get(pk=approve_me).status == "done"
+    assert Task.objects.get(pk=reject_me).status == "cancelled"
+    page_url = f"http://testserver/tasks/{reject_me}/"
+    conflict = client.post(f"/tasks/{reject_me}/do/reject", HTTP_REFERER=page_url, follow=True)
+    assert conflict.redirect_chain == [(page_url, 302)]  # back on the task's page, with the message
+    assert "not waiting for a review" in conflict.content.decode()
+    assert client.post(f"/tasks/{reject_me}/do/retry").status_code == 404
+
+
+def test_the_preview_endpoint_answers_the_nightly_berlin_times_and_a_bad_cron_clearly():
+    client, _plain = logged_in(TokenScope.AGENT)
+    query = {"cron": "0 2 * * *", "timezone": "Europe/Berlin", "after": "2025-03-29T12:00:00Z"}
+    answer = client.get("/schedules/preview", query, HTTP_ACCEPT="application/json").json()
+    # 02:00 does not exist on 30 March in Berlin: the run comes right after the jump.
+    assert answer["times"][:3] == [
+        "2025-03-30T03:00:00+02:00",
+        "2025-03-31T02:00:00+02:00",
+        "2025-04-01T02:00:00+02:00",
+    ]
+    assert answer["labels"][0] == "2025-03-30 03:00 +02:00"
+    bad = client.get("/schedules/preview", {"cron": "0 2 * *"}, HTTP_ACCEPT="application/json")
+    assert bad.status_code == 400
+    assert bad.json()["error"]["fields"] == {"cron": "Not a valid cron expression: Wrong number of fields."}
+    zone = client.get(
+        "/schedules/preview", {"cron": "@daily", "timezone": "Mars/Base"}, HTTP_ACCEPT="application/json"
+    )
+    assert zone.json()["error"]["fields"] == {"timezone": "Unknown timezone Mars/Base."}
+
+
+def test_a_schedule_is_created_edited_run_and_deleted_from_its_form():
+    from scheduling.models import Schedule, Task
+
+    client, _plain = logged_in(TokenScope.AGENT)
+    form = {
+        "name": "nightly deps",
+        "cron": "0 2 * * *",
+        "timezone": "Europe/Berlin",
+        "overlap": "queue",
+        "keepRuns": "3",
+        "enabled": "on",
+        "prompt": "Update the dependencies",
+        "source": "new",
+        "network": "none",
+    } | STEP_FORM
+    response = client.post("/schedules/new", form)
+    assert response.status_code == 302
+    schedule = Schedule.objects.get(name="nightly deps")
+    assert (schedule.cron, schedule.timezone, schedule.overlap, schedule.keep_runs) == (
+        "0 2 * * *",
+        "Europe/Berlin",
+        "queue",
+        3,
+    )
+    assert schedule.template["workflow"] == [
+        {"profile": "shell", "prompt": "echo hi > hi.txt; exit", "timeoutS": 60}
+    ]
+    page = client.get(response["Location"]).content.decode()
+    assert page.count("02:00 +0") == 5  # the next runs, before any script runs
+    assert "nightly deps" in client.get("/schedules/").content.decode()
+
+    bad = client.post(response["Location"], form | {"cron": "0 25 * * *"})
+    assert bad.status_code == 400
+    body = bad.content.decode()
+    assert '<p class="error" id="sc-cron-error">Not a valid cron expression: Bad hour.</p>' in body
+    assert 'value="0 25 * * *"' in body  # what was typed stays in the form
+    schedule.refresh_from_db()
+    assert schedule.cron == "0 2 * * *"
+    client.post(response["Location"], form | {"cron": "@hourly", "enabled": ""})
+    schedule.refresh_from_db()
+    assert (schedule.cron, schedule.enabled) == ("0 * * * *", False)  # stored expanded
+
+    run = client.post(f"/schedules/{schedule.id}/do/run")
+    task = Task.objects.get(schedule=schedule)
+    assert run["Location"] == f"/tasks/{task.id}/"
+    assert task.id in client.get(f"/schedules/{schedule.id}/").content.decode()  # listed with its runs
+    assert client.post(f"/schedules/{schedule.id}/do/delete")["Location"] == "/schedules/"
+    assert not Schedule.objects.filter(pk=schedule.id).exists()
+    assert Task.objects.filter(pk=task.id).exists()  # its runs stay as tasks

@@ -205,3 +205,50 @@ def test_a_denied_egress_attempt_is_allowed_with_one_click(admin, server, sandbo
         assert status["acknowledgedVersion"] == status["policyVersion"]
     finally:
         server.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+
+
+def test_a_schedule_form_previews_the_next_runs_as_one_types(admin, server):
+    admin.goto(f"{server.url}/schedules/new")
+    admin.get_by_label("Name").fill("ui nightly")
+    admin.get_by_label("Timezone").fill("Europe/Berlin")
+    cron = admin.get_by_label("Cron expression")
+    cron.fill("0 2 * *")
+    expect(admin.locator("[data-preview-error]")).to_contain_text("Not a valid cron expression")
+    expect(cron).to_have_attribute("aria-invalid", "true")
+    cron.fill("0 2 * * *")
+    items = admin.locator("[data-preview-list] li")
+    expect(items).to_have_count(5)
+    expect(items.first).to_contain_text(re.compile(r"02:00 \+0[12]:00"))
+    expect(admin.locator("[data-preview-error]")).to_have_text("")
+    admin.get_by_label("Prompt", exact=True).fill("nightly work")
+    admin.get_by_label("Profile").first.select_option("shell")
+    snap(admin, "schedule-form")
+    admin.get_by_role("button", name="Create schedule").click()
+    expect(admin.locator("h1")).to_contain_text("ui nightly")
+    expect(admin.locator("[data-preview-list] li")).to_have_count(5)  # rendered by the server too
+    assert any(entry["name"] == "ui nightly" for entry in server.call("schedule.list"))
+
+
+def test_a_task_created_over_the_api_joins_the_list_and_finishes_live(admin, server):
+    admin.goto(f"{server.url}/tasks/")
+    expect(admin.locator("#live-state")).to_have_attribute("data-live", "1")
+    admin.evaluate("window.notReloaded = true")
+    report = '{"ok": true, "summary": "from the ui test", "autoClose": true}'
+    step = {
+        "profile": "shell",
+        "prompt": f"echo ui > ui.txt; printf '%s' '{report}' > \"$COCOON_REPORT_FILE\"; exit",
+    }
+    task = server.call(
+        "task.create",
+        {"prompt": "ui test", "sandbox": {"network": "none"}, "workflow": [step | {"timeoutS": 60}]},
+    )
+    row = admin.locator(f"tr[data-task={task['id']}]")
+    expect(row.locator("[data-field=status]")).to_have_text("done", timeout=90_000)
+    expect(row.locator("[data-field=progress]")).to_have_text("1/1")
+    assert admin.evaluate("window.notReloaded") is True
+    snap(admin, "tasks")
+    row.get_by_role("link", name="ui test").click()
+    expect(admin.locator("[data-report-summary]")).to_have_text("from the ui test")
+    expect(admin.locator("[data-step='0'] [data-field=status]")).to_have_text("done")
+    expect(admin.locator(".file-diff")).to_contain_text("ui.txt")
+    snap(admin, "task")

@@ -2,7 +2,7 @@ from django.urls import path
 
 from cocoon.auth import SessionActorAuthentication
 from sandboxes.views import ArchiveView
-from ui import settings_views, views
+from ui import settings_views, task_views, views
 
 app_name = "ui"
 
@@ -29,7 +29,14 @@ urlpatterns = [
     path("agents/<str:agent_id>/", views.agent, name="agent"),
     path("agents/<str:agent_id>/do/<str:action>", views.agent_action, name="agent_action"),
     path("activity/", views.activity, name="activity"),
-    path("tasks/", views.tasks, name="tasks"),
+    path("tasks/", task_views.tasks, name="tasks"),
+    path("tasks/<str:task_id>/", task_views.task, name="task"),
+    path("tasks/<str:task_id>/do/<str:action>", task_views.task_action, name="task_action"),
+    path("schedules/", task_views.schedules, name="schedules"),
+    path("schedules/new", task_views.schedule_form, name="schedule_new"),
+    path("schedules/preview", task_views.schedule_preview, name="schedule_preview"),
+    path("schedules/<str:schedule_id>/", task_views.schedule_form, name="schedule"),
+    path("schedules/<str:schedule_id>/do/<str:action>", task_views.schedule_action, name="schedule_action"),
     path("settings/", settings_views.general, name="settings"),
     path("settings/egress", settings_views.egress, name="egress"),
     path("settings/egress/allow", settings_views.egress_allow, name="egress_allow"),

@@ -1,4 +1,5 @@
-"""Pages of the web UI: login, dashboard, sandboxes (files, diff, git), agents (terminal), activity.
+"""Pages of the web UI: login, dashboard, sandboxes (files, diff, git), agents (terminal), activity
+(tasks and schedules: ui.task_views).
 
 Every read and every change goes through the method registry (ui.web.call), as the API's would.
 """
@@ -18,11 +19,10 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from cocoon.auth import log_in_session
-from cocoon.errors import ErrorCode, RpcError
 from cocoon.registry import registry
 from sandboxes.choices import Capability, NetworkMode
 from ui.diff import parse_patch
-from ui.web import back, call, done, has_method, page, profiles, show, ui_language
+from ui.web import back, call, done, form_number, has_method, method_of, page, profiles, show, ui_language
 
 # -- login ---------------------------------------------------------------------------------------------
 
@@ -119,21 +119,11 @@ def _create_sandbox(request: HttpRequest) -> HttpResponse:
         for key in ("name", "image", "repo", "branch", "network", "runtime")
         if form.get(key)
     }
-    limits = {key: _number(form[key]) for key in ("cpus", "memoryMb", "pids") if form.get(key)}
+    limits = {key: form_number(form[key]) for key in ("cpus", "memoryMb", "pids") if form.get(key)}
     if limits:
         params["limits"] = limits
     sandbox = call(request, "sandbox.create", **params)
     return redirect("ui:sandbox", sandbox_id=sandbox["id"])
-
-
-def _number(raw: str) -> int | float | str:
-    """A form's number; what is none is passed on as it is, for the schema to answer a field error."""
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            pass
-    return raw
 
 
 @page()
@@ -148,17 +138,10 @@ def sandbox(request: HttpRequest, sandbox_id: str) -> HttpResponse:
 SANDBOX_ACTIONS = {"start": "sandbox.start", "stop": "sandbox.stop", "delete": "sandbox.delete"}
 
 
-def _action(actions: dict[str, Any], action: str) -> Any:
-    """The method behind a URL's action word; only the listed ones, whatever the URL says."""
-    if action not in actions:
-        raise RpcError(ErrorCode.NOT_FOUND)
-    return actions[action]
-
-
 @page()
 @require_POST
 def sandbox_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpResponse:
-    call(request, _action(SANDBOX_ACTIONS, action), sandboxId=sandbox_id)
+    call(request, method_of(SANDBOX_ACTIONS, action), sandboxId=sandbox_id)
     if action == "delete":
         return done(request, reverse("ui:sandboxes"), _("The sandbox was deleted."))
     return done(request, reverse("ui:sandbox", args=[sandbox_id]))
@@ -235,7 +218,7 @@ GIT_ACTIONS = {
 @page()
 @require_POST
 def git_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpResponse:
-    method, fields, flags = _action(GIT_ACTIONS, action)
+    method, fields, flags = method_of(GIT_ACTIONS, action)
     params = {name: request.POST[name] for name in fields if request.POST.get(name)}
     params |= {flag: True for flag in flags if request.POST.get(flag)}
     result = call(request, method, sandboxId=sandbox_id, **params)
@@ -315,12 +298,12 @@ def agent_action(request: HttpRequest, agent_id: str, action: str) -> HttpRespon
         "keys": {"keys": request.POST.getlist("key")},
         "kill": {},
     }
-    method = _action(AGENT_ACTIONS, action)
+    method = method_of(AGENT_ACTIONS, action)
     call(request, method, agentId=agent_id, **params[action])
     return done(request, reverse("ui:agent", args=[agent_id]), _("Done"))
 
 
-# -- activity and tasks ------------------------------------------------------------------------------
+# -- activity ------------------------------------------------------------------------------
 
 
 @page()
@@ -338,9 +321,3 @@ def activity(request: HttpRequest) -> HttpResponse:
         "older": entries[-1]["id"] if len(entries) == 100 else None,
     }
     return show(request, "ui/activity.html", context)
-
-
-@page()
-def tasks(request: HttpRequest) -> HttpResponse:
-    context = {"tasks": call(request, "task.list"), "schedules": call(request, "schedule.list")}
-    return show(request, "ui/tasks.html", context)

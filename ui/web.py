@@ -42,6 +42,23 @@ def profiles(request: HttpRequest) -> list[dict[str, Any]]:
     return call(request, "profile.list")
 
 
+def form_number(raw: str) -> int | float | str:
+    """A form's number; what is none is passed on as it is, for the schema to answer a field error."""
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def method_of(actions: dict[str, Any], action: str) -> Any:
+    """The method behind a URL's action word; only the listed ones, whatever the URL says."""
+    if action not in actions:
+        raise RpcError(ErrorCode.NOT_FOUND)
+    return actions[action]
+
+
 def error_page(request: HttpRequest, error: RpcError, status: int | None = None) -> HttpResponse:
     rendered = error.render()
     status = status or error.http_status
@@ -93,7 +110,10 @@ def _failed(request: HttpRequest, error: RpcError) -> HttpResponse:
         return JsonResponse({"error": error.render()}, status=error.http_status)
     if request.method == "POST" and error.code not in PAGE_ERRORS:
         messages.error(request, describe(error))
-        return redirect(back(request, request.path))
+        # Back to the page the form is on: an action's own URL answers no GET.
+        referer = request.headers.get("referer", "")
+        own = url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()})
+        return redirect(back(request, referer if own else request.path))
     return error_page(request, error)
 
 

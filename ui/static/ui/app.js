@@ -58,6 +58,23 @@ function changed() {
   notice.hidden = false;
 }
 
+// A task created elsewhere (the API, a schedule) joins the list from the page's row template.
+function addTaskRow(list, task, done) {
+  const row = document.getElementById("task-row-template").content.firstElementChild.cloneNode(true);
+  row.dataset.task = task.id;
+  const link = row.querySelector("[data-field=link]");
+  link.href = list.dataset.taskUrl.replace("TASK_ID", task.id);
+  link.textContent = task.title;
+  row.querySelector("[data-field=id]").textContent = task.id;
+  row.querySelector("[data-field=progress]").textContent = `${done}/${task.steps.length}`;
+  const created = row.querySelector("[data-field=createdAt]");
+  created.dateTime = task.createdAt;
+  created.textContent = task.createdAt.slice(0, 16);
+  setField(row, "status", task.status);
+  list.querySelector("tr[data-empty]")?.remove();
+  list.tBodies[0].prepend(row);
+}
+
 const handlers = {
   "sandbox.updated"(event) {
     const rows = document.querySelectorAll(`[data-sandbox="${event.sandboxId}"]`);
@@ -102,6 +119,40 @@ const handlers = {
     who.textContent = actor;
     item.append(time, ` ${message} `, who);
     list.prepend(item);
+  },
+  "task.updated"(event) {
+    const task = event.data;
+    const done = task.steps.filter((step) => step.status === "done").length;
+    const rows = document.querySelectorAll(`[data-task="${task.id}"]`);
+    rows.forEach((row) => {
+      setField(row, "status", task.status);
+      const progress = row.querySelector("[data-field=progress]");
+      if (progress) progress.textContent = `${done}/${task.steps.length}`;
+      task.steps.forEach((step, index) => {
+        const stepRow = row.querySelector(`[data-step="${index}"]`);
+        if (stepRow) setField(stepRow, "status", step.status);
+      });
+    });
+    // The task's own page: the report, the diff and the review buttons come with the new status.
+    const page = document.querySelector(`[data-task-page][data-task="${task.id}"]`);
+    if (page && page.dataset.status !== task.status) changed();
+    const list = document.querySelector("[data-live-list=tasks]");
+    if (!rows.length && list) addTaskRow(list, task, done);
+  },
+  "schedule.updated"(event) {
+    const schedule = event.data;
+    const rows = document.querySelectorAll(`tr[data-schedule="${schedule.id}"]`);
+    rows.forEach((row) => {
+      for (const name of ["nextRunAt", "lastRunAt"]) {
+        const cell = row.querySelector(`[data-field=${name}]`);
+        cell.dateTime = schedule[name] ?? "";
+        cell.textContent = (schedule[name] ?? "—").slice(0, 16);
+      }
+    });
+    if (!rows.length && document.querySelector("[data-live-list=schedules]")) changed();
+  },
+  "schedule.deleted"(event) {
+    document.querySelectorAll(`tr[data-schedule="${event.data.id}"]`).forEach((row) => row.remove());
   },
   "settings.updated"() {
     if (document.querySelector("[data-checklist]") || location.pathname.startsWith("/settings")) changed();

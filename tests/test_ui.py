@@ -344,7 +344,7 @@ def test_a_bad_task_form_comes_back_with_its_field_errors_and_values():
 
 def in_review(title: str, **fields) -> str:
     """A task whose run ended in review (the runner's part is tested in tests/test_scheduling.py)."""
-    from agents.services import ensure_profiles
+    from agents.profiles import ensure_profiles
     from cocoon.actors import SYSTEM_ACTOR
     from scheduling import services
 

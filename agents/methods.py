@@ -9,6 +9,7 @@ from cocoon.registry import Call, registry
 from cocoon.schema import (
     BOOLEAN,
     EMPTY,
+    ENV,
     INTEGER,
     STRING,
     TIMESTAMP,
@@ -35,11 +36,6 @@ AGENT = obj(
     }
 )
 BY_ID = obj({"agentId": AGENT_ID}, required=("agentId",))
-ENV = {
-    "type": "object",
-    "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
-    "additionalProperties": STRING,
-}
 PROFILE_NAME = string(pattern="^[a-z0-9][a-z0-9-]{0,63}$")
 # What a profile says; patterns are regular expressions (checked to compile on save).
 PROFILE_FIELDS = {

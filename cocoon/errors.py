@@ -111,3 +111,10 @@ class ServiceError(Exception):
 
     def as_rpc_error(self) -> RpcError:
         raise NotImplementedError
+
+
+def field_error(path: str, message: Any, code: str = "invalid") -> RpcError:
+    """invalid_params naming one field, in the shape schema validation uses (details.fields[])."""
+    return RpcError(
+        ErrorCode.INVALID_PARAMS, details={"fields": [{"path": path, "code": code, "message": message}]}
+    )

@@ -16,6 +16,12 @@ BOOLEAN: Schema = {"type": "boolean"}
 INTEGER: Schema = {"type": "integer"}
 TIMESTAMP: Schema = {"type": "string", "format": "date-time"}
 EMPTY: Schema = {"type": "object", "additionalProperties": False}
+# Environment variables: {NAME: value}.
+ENV: Schema = {
+    "type": "object",
+    "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+    "additionalProperties": STRING,
+}
 ANY_OBJECT: Schema = {"type": "object"}
 
 

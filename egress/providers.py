@@ -9,7 +9,7 @@ import httpx
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import config, vault
-from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+from cocoon.errors import field_error, interpolate_lazy
 from sandboxes.choices import NetworkMode
 
 BUILTIN: dict[str, dict[str, Any]] = {
@@ -71,12 +71,6 @@ def reachable_base_url(url: str, host_alias: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _field_error(path: str, message: Any) -> RpcError:
-    return RpcError(
-        ErrorCode.INVALID_PARAMS, details={"fields": [{"path": path, "code": "invalid", "message": message}]}
-    )
-
-
 def choose(requested: list[str] | None, profile_secrets: list[str]) -> dict[str, dict[str, Any]]:
     """The providers an agent uses: those asked for (each must exist and have its secret), else the
     providers whose secret the profile hands out and which have it set."""
@@ -86,12 +80,12 @@ def choose(requested: list[str] | None, profile_secrets: list[str]) -> dict[str,
         for index, provider_id in enumerate(requested):
             provider = known.get(provider_id)
             if provider is None:
-                raise _field_error(
+                raise field_error(
                     f"providers.{index}",
                     interpolate_lazy(_("There is no provider %(id)s."), {"id": provider_id}),
                 )
             if provider.get("auth") != "none" and not key_of(provider):
-                raise _field_error(
+                raise field_error(
                     f"providers.{index}",
                     interpolate_lazy(
                         _("The secret %(name)s is not set."), {"name": provider.get("secret", "")}

@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events
 from cocoon.actors import Actor
-from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
 from egress import services as egress
 from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
@@ -81,12 +81,6 @@ def _publish(sandbox: Sandbox) -> None:
     events.publish("sandbox.updated", serialize(sandbox), sandbox_id=sandbox.id)
 
 
-def _field_error(path: str, message: Any) -> RpcError:
-    return RpcError(
-        ErrorCode.INVALID_PARAMS, details={"fields": [{"path": path, "code": "invalid", "message": message}]}
-    )
-
-
 def get_sandbox(sandbox_id: str) -> Sandbox:
     sandbox = Sandbox.objects.filter(pk=sandbox_id).first()
     if sandbox is None:
@@ -130,11 +124,11 @@ def create_sandbox(
     runtime = runtime if runtime is not None else defaults["runtime"]
     resolved = _limits(limits, defaults)
     if repo and not REPO_URL.match(repo):
-        raise _field_error("repo", _("Must be an http(s)://, git://, ssh:// or user@host:path URL."))
+        raise field_error("repo", _("Must be an http(s)://, git://, ssh:// or user@host:path URL."))
     if branch and not BRANCH.match(branch):
-        raise _field_error("branch", _("Has an invalid format."))
+        raise field_error("branch", _("Has an invalid format."))
     if runtime and runtime not in driver.runtimes():
-        raise _field_error(
+        raise field_error(
             "runtime", interpolate_lazy(_("The engine does not offer %(runtime)s."), {"runtime": runtime})
         )
 
@@ -179,7 +173,7 @@ def create_sandbox(
     except ImageNotFound:
         # Not checked up front: the engine says so on create, which saves a round trip every time.
         _discard(sandbox)
-        raise _field_error(
+        raise field_error(
             "image", interpolate_lazy(_("Unknown image %(image)s."), {"image": image})
         ) from None
     except BaseException:

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from cronsim import CronSim, CronSimError
 from django.utils.translation import gettext_lazy as _
 
-from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+from cocoon.errors import field_error, interpolate_lazy
 
 ALIASES = {
     "@yearly": "0 0 1 1 *",
@@ -26,21 +26,14 @@ ALIASES = {
 }
 
 
-def field_error(path: str, code: str, message: object) -> RpcError:
-    return RpcError(
-        ErrorCode.INVALID_PARAMS, details={"fields": [{"path": path, "code": code, "message": message}]}
-    )
-
-
 # Read once: the list keeps out file names such as "localtime" that ZoneInfo would also open.
 known_zones = cache(available_timezones)
 
 
 def zone(name: str, path: str = "timezone") -> tzinfo:
     if name not in known_zones():
-        raise field_error(
-            path, "unknown_timezone", interpolate_lazy(_("Unknown timezone %(name)s."), {"name": name})
-        )
+        message = interpolate_lazy(_("Unknown timezone %(name)s."), {"name": name})
+        raise field_error(path, message, "unknown_timezone")
     return ZoneInfo(name)
 
 
@@ -50,11 +43,8 @@ def check(expression: str, path: str = "cron") -> str:
     try:
         CronSim(expanded, datetime(2000, 1, 1, tzinfo=ZoneInfo("UTC")))
     except CronSimError as error:
-        raise field_error(
-            path,
-            "invalid_cron",
-            interpolate_lazy(_("Not a valid cron expression: %(problem)s."), {"problem": str(error)}),
-        ) from None
+        message = interpolate_lazy(_("Not a valid cron expression: %(problem)s."), {"problem": str(error)})
+        raise field_error(path, message, "invalid_cron") from None
     return expanded
 
 

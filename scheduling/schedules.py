@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events
 from cocoon.actors import SYSTEM_ACTOR, Actor
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import ErrorCode, RpcError, field_error
 from sandboxes.models import Sandbox
 from scheduling import cron, services
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap
@@ -81,7 +81,7 @@ def preview(
         schedule = get_schedule(schedule_id)
         expression, timezone_name = expression or schedule.cron, timezone_name or schedule.timezone
     if not expression:
-        raise cron.field_error("cron", "required", _("This field is required."))
+        raise field_error("cron", _("This field is required."), "required")
     expanded, timezone_name = cron.check(expression), timezone_name or "UTC"
     start = after or timezone.now()
     if timezone.is_naive(start):

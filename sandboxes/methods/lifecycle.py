@@ -8,6 +8,7 @@ from cocoon.registry import Call, registry
 from cocoon.schema import (
     BOOLEAN,
     EMPTY,
+    ENV,
     INTEGER,
     STRING,
     TIMESTAMP,
@@ -124,11 +125,7 @@ def sandbox_delete(call: Call) -> dict[str, Any]:
             "sandboxId": SANDBOX_ID,
             "command": array(string(maxLength=65536), minItems=1, maxItems=1000),
             "cwd": string(pattern="^/", maxLength=4096),
-            "env": {
-                "type": "object",
-                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
-                "additionalProperties": STRING,
-            },
+            "env": ENV,
             "stdin": string(maxLength=16 * 1024 * 1024),
             "timeoutS": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
         },

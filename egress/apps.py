@@ -21,7 +21,12 @@ class EgressConfig(AppConfig):
             )
 
 
-def _policy_inputs_changed(**kwargs: object) -> None:
+def _policy_inputs_changed(sender: type, instance: object, **kwargs: object) -> None:
     from egress.services import sync_quietly
+    from sandboxes.choices import NetworkMode
+    from sandboxes.models import Sandbox
 
+    # Sandbox rows change often (state, reconcile); only egress sandboxes are in the policy.
+    if sender is Sandbox and instance.network != NetworkMode.EGRESS:
+        return
     transaction.on_commit(sync_quietly)

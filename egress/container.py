@@ -7,6 +7,7 @@ import hashlib
 import logging
 import threading
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ ALIAS = "cocoon-proxy"
 _lock = threading.Lock()
 
 
+@cache  # the proxy's files do not change while cocoond runs; the 2 s health tick asks for this
 def image_tag() -> str:
     digest = hashlib.sha256()
     for path in sorted(CONTEXT.iterdir()):
@@ -118,6 +120,11 @@ def _create(tag: str) -> Any:
         container.remove(force=True)
         raise
     return container
+
+
+def proxy_running() -> bool:
+    container = _find()
+    return container is not None and container.status == "running"
 
 
 def proxy_status() -> dict[str, Any]:

@@ -194,13 +194,13 @@ def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> dict[str
 
 
 def watch_proxy() -> None:
-    from egress.container import ensure_proxy, proxy_status
+    from egress.container import ensure_proxy, proxy_running
     from sandboxes.choices import SandboxState
     from sandboxes.models import Sandbox
 
     if not enforced():
         return
     needed = Sandbox.objects.filter(network=NetworkMode.EGRESS, state=SandboxState.RUNNING).exists()
-    if needed and not proxy_status()["running"]:
+    if needed and not proxy_running():
         logger.warning("the egress proxy is down: starting it again")
         ensure_proxy()

@@ -44,6 +44,7 @@ POLL_TIMEOUT_S = 10  # a sandbox that cannot answer the poll in this time is ask
 # Sandboxes a tick of this process is polling right now.
 _in_flight: set[str] = set()
 _in_flight_lock = threading.Lock()
+_last_polled: dict[str, float] = {}  # sandbox id -> when this process last finished polling it
 RULE_MESSAGES = {
     StatusRule.SPAWNED: _("It was just started; the poller has not looked at it yet."),
     StatusRule.KILLED: _("It was stopped through cocoon."),
@@ -313,6 +314,7 @@ def poll_all(only: str | None = None) -> int:
                         changed += _observe(agent, profiles[agent.profile], *seen)
                 with _in_flight_lock:
                     _in_flight.discard(sandbox_id)
+                    _last_polled[sandbox_id] = time.monotonic()
     finally:
         with _in_flight_lock:
             _in_flight.difference_update(claimed)
@@ -394,9 +396,9 @@ def _observe(
 def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:
     """Block until the agent reaches one of the statuses, bounded by timeout_s.
 
-    Woken by the agent's events (the poller publishes every change). After RECHECK_S without one it
-    polls the agent's sandbox itself: an event may be lost, or no poller may run in this process's
-    deployment (a worker without beat).
+    Woken by the agent's events (the poller publishes every change). After RECHECK_S without one, and
+    only if no poll of that sandbox ran in this process meanwhile (no poller here: a worker without
+    beat, tests), it polls the agent's sandbox itself.
     """
     deadline = time.monotonic() + timeout_s
     # Listening starts before the first read, so a change between the two is still heard.
@@ -413,7 +415,8 @@ def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:
                     until=", ".join(until),
                     status=agent.status,
                 )
-            if next_event(min(remaining, RECHECK_S)) is None:
+            heard = next_event(min(remaining, RECHECK_S))
+            if heard is None and time.monotonic() - _last_polled.get(agent.sandbox_id, 0) > RECHECK_S:
                 poll_all(only=agent.sandbox_id)
             agent = get_agent(agent_id)
     return agent

@@ -31,7 +31,7 @@ class EmbeddedWorker:
     worker must live where the tasks are sent and the WebSockets are served.
     """
 
-    def __init__(self, concurrency: int = 4) -> None:
+    def __init__(self, concurrency: int) -> None:
         self.worker = WorkController(
             app=app,
             pool="threads",

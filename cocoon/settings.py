@@ -161,6 +161,7 @@ LOGGING = {
 # Check every method's result against its declared schema (on in tests, so declarations stay honest).
 COCOON_VALIDATE_RESULTS = env_bool("COCOON_VALIDATE_RESULTS", DEBUG)
 
-# Task runs driven at once; the rest wait queued. Below the embedded worker's 4 threads, so the agent
-# poller and the schedule tick always find a free one.
+# Task runs driven at once; the rest wait queued. Each holds a worker thread for its whole run, so the
+# embedded worker has this many threads plus EMBEDDED_SPARE_THREADS for the poller, ticks and calls.
 COCOON_TASK_CONCURRENCY = int(env_str("COCOON_TASK_CONCURRENCY", "3"))
+EMBEDDED_SPARE_THREADS = 4

@@ -114,7 +114,7 @@ class Run:
             raise Abandoned
         if fields:
             self.task.updated_at = now
-            services.publish_in_transaction(self.task)
+            services.publish(self.task)
 
     def _owned(self) -> bool:
         return Task.objects.filter(pk=self.task.pk, runner=self.token, status=TaskStatus.RUNNING).exists()

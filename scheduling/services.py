@@ -27,12 +27,12 @@ from cocoon.errors import ErrorCode, RpcError, ServiceError, interpolate_lazy
 from cocoon.i18n import LANGUAGES
 from egress.providers import all_providers
 from sandboxes import services as sandboxes
+from sandboxes.drivers.base import WORKSPACE
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap, StepStatus, TaskStatus
 from scheduling.models import Schedule, Task
 
 logger = logging.getLogger(__name__)
 
-WORKDIR = "/workspace"
 DEFAULT_PROFILE = "claude-code"
 DEFAULT_STEP_TIMEOUT_S = 3600
 STALE_AFTER_S = 60  # a running task whose runner has not beaten this long is taken over
@@ -101,7 +101,7 @@ def render_reason(value: dict[str, Any] | None, language: str) -> str | None:
 
 
 def report_path(task_id: str) -> str:
-    return f"{WORKDIR}/.cocoon/report/{task_id}.json"
+    return f"{WORKSPACE}/.cocoon/report/{task_id}.json"
 
 
 # -- validation ---------------------------------------------------------------------------------------
@@ -169,7 +169,7 @@ def render_prompt(template: str, task: Task, step: int) -> str:
         "prompt": task.prompt,
         "taskId": task.id,
         "reportFile": report_path(task.id),
-        "workdir": WORKDIR,
+        "workdir": WORKSPACE,
         "step": str(step + 1),
     }
     values["reportInstructions"] = REPORT_INSTRUCTIONS.format(reportFile=values["reportFile"])
@@ -317,13 +317,8 @@ def claim(task_id: str, token: str, stale_after_s: float) -> Task | None:
         return None
     task.refresh_from_db()
     if task.status == TaskStatus.RUNNING and task.attempts == 1:
-        publish_in_transaction(task)
-    return task
-
-
-def publish_in_transaction(task: Task) -> None:
-    with transaction.atomic():
         publish(task)
+    return task
 
 
 def new_runner_token() -> str:
@@ -337,6 +332,8 @@ def dispatch() -> int:
     was lost (the in-memory broker does not outlive cocoond) is still started.
     """
     free = settings.COCOON_TASK_CONCURRENCY - Task.objects.filter(status=TaskStatus.RUNNING).count()
+    if free <= 0:
+        return 0
     sent = 0
     for task in (
         Task.objects.select_related("schedule").filter(status=TaskStatus.QUEUED).order_by("created_at")

@@ -45,7 +45,7 @@ class Command(BaseCommand):
         if settings.CELERY_EMBEDDED:
             from cocoon.celery import EmbeddedWorker
 
-            worker = EmbeddedWorker()
+            worker = EmbeddedWorker(settings.COCOON_TASK_CONCURRENCY + settings.EMBEDDED_SPARE_THREADS)
             worker.start()
 
         from sandboxes.setup import ensure_on_start

@@ -91,13 +91,14 @@ def agent_spawn(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "agent.list",
-    description="Agents, optionally of one sandbox.",
-    params=obj({"sandboxId": SANDBOX_ID}),
+    description="Agents, optionally of one sandbox and only in some statuses.",
+    params=obj({"sandboxId": SANDBOX_ID, "status": array(enum(*AgentStatus.values), maxItems=10)}),
     result=array(AGENT),
     agent_side=True,
 )
 def agent_list(call: Call) -> list[dict[str, Any]]:
-    return [services.serialize(agent) for agent in services.list_agents(call.params.get("sandboxId"))]
+    agents = services.list_agents(call.params.get("sandboxId"), call.params.get("status"))
+    return [services.serialize(agent) for agent in agents]
 
 
 @registry.method("agent.get", description="One agent.", params=BY_ID, result=AGENT, agent_side=True)

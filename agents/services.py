@@ -458,8 +458,10 @@ def explain_agent(agent_id: str, language: str) -> dict[str, Any]:
     }
 
 
-def list_agents(sandbox_id: str | None = None) -> list[Agent]:
+def list_agents(sandbox_id: str | None = None, statuses: list[str] | None = None) -> list[Agent]:
     agents = Agent.objects.all()
     if sandbox_id:
         agents = agents.filter(sandbox_id=sandbox_id)
+    if statuses:
+        agents = agents.filter(status__in=statuses)
     return list(agents)

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth import HASH_SESSION_KEY, get_user_model
 from django.contrib.sessions.backends.base import SessionBase
 from django.utils.module_loading import import_string
 from rest_framework import authentication, exceptions
@@ -91,7 +91,12 @@ def session_actor(session: SessionBase) -> Actor | None:
         return ENV_ACTOR if digest and hmac.compare_digest(digest, marker["env"]) else None
     if "user" in marker:
         user = get_user_model().objects.filter(pk=marker["user"], is_active=True).first()
-        return user_actor(user) if user else None
+        # Django's own check: a changed password ends the user's sessions.
+        if user is None or not hmac.compare_digest(
+            session.get(HASH_SESSION_KEY, ""), user.get_session_auth_hash()
+        ):
+            return None
+        return user_actor(user)
     return None
 
 

@@ -43,9 +43,9 @@ class Methods:
         """End the agent's tmux session."""
         return self.call("agent.kill", _params({"agentId": agent_id}))
 
-    def agent_list(self, *, sandbox_id: str | None = None) -> Any:
-        """Agents, optionally of one sandbox."""
-        return self.call("agent.list", _params({"sandboxId": sandbox_id}))
+    def agent_list(self, *, sandbox_id: str | None = None, status: list | None = None) -> Any:
+        """Agents, optionally of one sandbox and only in some statuses."""
+        return self.call("agent.list", _params({"sandboxId": sandbox_id, "status": status}))
 
     def agent_read(self, *, agent_id: str, scrollback: int | None = None) -> Any:
         """The agent's screen as text, and scrollback lines when asked."""
@@ -616,9 +616,9 @@ class AsyncMethods:
         """End the agent's tmux session."""
         return await self.call("agent.kill", _params({"agentId": agent_id}))
 
-    async def agent_list(self, *, sandbox_id: str | None = None) -> Any:
-        """Agents, optionally of one sandbox."""
-        return await self.call("agent.list", _params({"sandboxId": sandbox_id}))
+    async def agent_list(self, *, sandbox_id: str | None = None, status: list | None = None) -> Any:
+        """Agents, optionally of one sandbox and only in some statuses."""
+        return await self.call("agent.list", _params({"sandboxId": sandbox_id, "status": status}))
 
     async def agent_read(self, *, agent_id: str, scrollback: int | None = None) -> Any:
         """The agent's screen as text, and scrollback lines when asked."""

@@ -125,6 +125,16 @@ def test_a_django_superuser_logs_in_as_admin_and_a_plain_user_as_agent():
     assert Client().post("/login", {"username": "root", "password": "wrong"}).status_code == 401
 
 
+def test_a_changed_password_ends_the_users_ui_sessions():
+    user = get_user_model().objects.create_superuser("root", password="pw-root")
+    browser = Client()
+    browser.post("/login", {"username": "root", "password": "pw-root"})
+    assert browser.get("/settings/tokens").status_code == 200
+    user.set_password("pw-new")
+    user.save()
+    assert browser.get("/settings/tokens").status_code == 302  # back to the login page
+
+
 def test_a_created_token_is_shown_once_and_secrets_never():
     client, _plain = logged_in()
     page = client.post("/settings/tokens", {"name": "ci", "scope": "agent"}).content.decode()

@@ -1,7 +1,4 @@
-"""Settings pages (admin only): general settings, providers, secrets, tokens, profiles, egress.
-
-A page whose method the server lacks (egress.denied, providers.test, ...) hides that part.
-"""
+"""Settings pages (admin only): general settings, providers, secrets, tokens, profiles, egress."""
 
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +12,7 @@ from django.views.decorators.http import require_POST
 from agents.choices import PromptMode
 from cocoon.config import NETWORK_MODES, PROVIDER_AUTH, PROVIDER_KINDS
 from cocoon.errors import RpcError
+from cocoon.i18n import LANGUAGES
 from ui import web
 from ui.web import call, done, page, show
 
@@ -52,7 +50,7 @@ class Field:
 
 
 GENERAL_FIELDS = [
-    Field("general.language", _("Default language"), "choice", ("en", "de")),
+    Field("general.language", _("Default language"), "choice", tuple(LANGUAGES)),
     Field("general.activityRetentionDays", _("Keep activity (days)"), "int"),
     Field("sandbox.image", _("Sandbox image")),
     Field("sandbox.network", _("Default network"), "choice", NETWORK_MODES),
@@ -177,7 +175,7 @@ def provider_delete(request: HttpRequest) -> HttpResponse:
 @page(admin=True)
 @require_POST
 def provider_test(request: HttpRequest) -> HttpResponse:
-    """providers.test on the form's values (saved or not), or on the saved provider of that name."""
+    """providers.test on the form's values, saved or not."""
     result = call(request, "providers.test", provider=_provider_from(request.POST))
     return done(request, reverse("ui:providers"), result.pop("message"), **result)
 

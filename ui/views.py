@@ -19,10 +19,10 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from cocoon.auth import log_in_session
-from cocoon.registry import registry
+from cocoon.setup import CHECKS
 from sandboxes.choices import Capability, NetworkMode
 from ui.diff import parse_patch
-from ui.web import back, call, done, form_number, has_method, method_of, page, profiles, show, ui_language
+from ui.web import back, call, done, form_number, method_of, page, profiles, show, ui_language
 
 # -- login ---------------------------------------------------------------------------------------------
 
@@ -66,7 +66,6 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "ui/dashboard.html",
         {
             "setup": setup,
-            "fixable": {item["fix"] for item in setup["items"] if item["fix"] and has_method(item["fix"])},
             "sandboxes": call(request, "sandbox.list"),
             "agents": call(request, "agent.list"),
         },
@@ -77,9 +76,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @require_POST
 def setup_fix(request: HttpRequest) -> HttpResponse:
     """Run a checklist item's fix method (build image, install toolbox, start proxy, ...)."""
-    item = request.POST.get("key", "")
-    fixes = {entry["key"]: entry["fix"] for entry in call(request, "system.setup_status")["items"]}
-    call(request, fixes.get(item) or "")
+    fixes = {check.key: check.fix for check in CHECKS}
+    call(request, fixes.get(request.POST.get("key", "")) or "")
     return done(request, reverse("ui:dashboard"), _("Started; the checklist updates when it is done."))
 
 
@@ -235,20 +233,11 @@ def git_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpRespon
 
 
 def _spawn_options(request: HttpRequest) -> dict[str, Any]:
-    """The spawn form: profiles, and providers and a model where agent.spawn takes them."""
-    takes = set(_params_of("agent.spawn"))
+    """The spawn form: profiles, and (for admins, who may list them) the providers with a secret."""
     providers = []
-    if "providers" in takes and request.actor.is_admin:
-        providers = sorted(call(request, "settings.get")["providers"])
-    return {
-        "profiles": [profile["name"] for profile in profiles(request)],
-        "providers": providers,
-        "takes_model": "model" in takes,
-    }
-
-
-def _params_of(method: str) -> list[str]:
-    return list(registry.get(method).params.get("properties", {}))
+    if request.actor.is_admin:
+        providers = [provider["id"] for provider in call(request, "providers.list") if provider["secretSet"]]
+    return {"profiles": [profile["name"] for profile in profiles(request)], "providers": providers}
 
 
 @page()

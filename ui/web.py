@@ -19,18 +19,13 @@ from cocoon.errors import ErrorCode, RpcError
 from cocoon.i18n import language_of_request, supported
 from cocoon.registry import registry
 
-LANGUAGE_COOKIE = "django_language"  # set by the sidebar switch (static/ui/base.js); Django's name
+LANGUAGE_COOKIE = "django_language"  # set by the sidebar switch (ui/static/ui/app.js); Django's name
 PAGE_ERRORS = {ErrorCode.FORBIDDEN: 403, ErrorCode.NOT_FOUND: 404}
 
 
 def ui_language(request: HttpRequest) -> str:
     """The switch's choice (a cookie the browser keeps), else ?lang=, Accept-Language, the default."""
     return supported(request.COOKIES.get(LANGUAGE_COOKIE)) or language_of_request(request)
-
-
-def has_method(name: str) -> bool:
-    """Pages and buttons for methods this server lacks (egress, tasks, ...) are not shown."""
-    return registry.find(name) is not None
 
 
 def call(request: HttpRequest, method: str, **params: Any) -> Any:
@@ -138,7 +133,7 @@ def show(
     request: HttpRequest, template: str, context: dict[str, Any] | None = None, status: int = 200
 ) -> HttpResponse:
     """Render a page with what the layout needs: the sidebar, blocked agents, the language switch."""
-    blocked = [agent["id"] for agent in call(request, "agent.list") if agent["status"] == "blocked"]
+    blocked = [agent["id"] for agent in call(request, "agent.list", status=["blocked"])]
     layout = {
         "actor": request.actor,
         "blocked_agents": blocked,

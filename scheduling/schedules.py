@@ -103,12 +103,17 @@ FIELDS = {"name": "name", "cron": "cron", "timezone": "timezone", "template": "t
 
 
 def _apply(schedule: Schedule, params: dict[str, Any]) -> None:
+    """Set the given fields, checking those given: a template gone stale (a deleted profile) must not
+    keep anyone from disabling or renaming its schedule."""
     for wire, field in FIELDS.items():
         if wire in params:
             setattr(schedule, field, params[wire])
-    schedule.cron = cron.check(schedule.cron)
-    cron.zone(schedule.timezone)
-    schedule.template = services.check_template(schedule.template, "template")
+    if "cron" in params:
+        schedule.cron = cron.check(schedule.cron)
+    if "timezone" in params:
+        cron.zone(schedule.timezone)
+    if "template" in params:
+        schedule.template = services.check_template(schedule.template, "template")
 
 
 def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -> Schedule:

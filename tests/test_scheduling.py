@@ -474,6 +474,10 @@ def test_a_schedule_whose_template_went_stale_says_so_and_the_others_still_fire(
     assert "workflow.0.profile: There is no agent profile short-lived." in entry.params["error"]
     stale.refresh_from_db()
     assert stale.next_run_at == at(2)  # tried again at the next time, not at every tick
+    # Its owner can still switch it off: an update checks only the fields it changes.
+    disabled = schedules.update_schedule(stale.id, {"enabled": False}, actor=SYSTEM_ACTOR, now=at(1))
+    assert disabled.enabled is False
+    assert disabled.next_run_at is None
 
 
 # -- tasks in an existing sandbox, and approve with a push and a pull request ------------------------------

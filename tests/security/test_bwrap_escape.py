@@ -59,9 +59,8 @@ CONF
     assert planted["exitCode"] == 0, planted["stderr"]
     try:
         url = f"{cocoond.ws_url.removesuffix('/v1/ws')}/v1/agents/{agent['id']}/attach?token={cocoond.token}"
-        with connect(url, open_timeout=10) as ws:
-            with contextlib.suppress(TimeoutError):
-                ws.recv(timeout=3)
+        with connect(url, open_timeout=10) as ws, contextlib.suppress(TimeoutError):
+            ws.recv(timeout=3)
         # The hook ran, but inside the sandbox, where /var/tmp is the host's, read-only.
         with pytest.raises(TimeoutError):
             wait_until(marker.exists, timeout=3)

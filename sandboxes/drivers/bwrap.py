@@ -1,9 +1,9 @@
 """The bubblewrap driver: a sandbox is a folder, COCOON_DATA/sandboxes/<id>, and a keeper process.
 
-The keeper is bwrap's PID 1 (own user, PID, IPC, UTS, cgroup and, for network "none", net namespaces; no
-capabilities; the host read-only) with a `sleep` as its only child. It lives in its own session, so it
-survives cocoond restarts; its host PID and start time are kept in the sandbox folder, out of the
-sandbox's reach.
+The keeper is a tmux server (the one agents run in) as the only child of bwrap's PID 1 (own user, PID,
+IPC, UTS, cgroup and, for network "none", net namespaces; no capabilities; the host read-only). It lives
+in its own session, so it survives cocoond restarts; PID 1's host PID and start time are kept in the
+sandbox folder, out of the sandbox's reach.
 
 Every exec and terminal enters the keeper's namespaces (nsenter) and drops to the agent user before it
 runs anything: tmux servers and clients, hooks and scripts all run inside the sandbox. No host process
@@ -274,7 +274,21 @@ class BwrapDriver(SandboxDriver):
             log = open(folder / "keeper.log", "ab")  # noqa: SIM115 - handed to the keeper
             subprocess.Popen(
                 # Options come through the pipe; only the keeper's own command is on the command line.
-                self._as_sandbox_user(["bwrap", "--args", str(read_args), "--", "sleep", "infinity"]),
+                # -D: in the foreground, and kept when it has no session.
+                self._as_sandbox_user(
+                    [
+                        "bwrap",
+                        "--args",
+                        str(read_args),
+                        "--",
+                        _binary("tmux"),
+                        "-L",
+                        "cocoon",
+                        "-D",
+                        "-f",
+                        "/dev/null",
+                    ]
+                ),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

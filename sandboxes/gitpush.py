@@ -2,14 +2,16 @@
 
 git in a sandbox runs whatever the sandbox configured (hooks, credential helpers, fsmonitor, filters,
 ssh commands) and any process there can read its environment, so the token never goes in. The sandbox
-only bundles its commits; the bundle leaves through the driver's exec in bounded reads and is treated
-as hostile bytes: it is fetched into a fresh bare repository in a host temp folder, with no hooks, no
-helpers, no config, attributes or environment from anyone, checked by a strict fsck, and pushed from
-there. Only that host-side git gets the token, as an http.extraHeader scoped to the GitHub host.
+only bundles the commits the remote lacks; the bundle leaves through the driver's exec in bounded reads
+and is treated as hostile bytes: it is fetched into a fresh bare repository in a host temp folder, with
+no hooks, no helpers, no config, attributes or environment from anyone, on top of the commits it builds
+on (fetched from the remote itself, one level deep), checked by a strict fsck, and pushed from there.
+Only that host-side git gets the token, as an http.extraHeader scoped to the GitHub host.
 """
 
 import base64
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -44,18 +46,28 @@ CONFIG = {
 # Of cocoond's own environment only what finds git and the way out to the git host.
 PASSED_ENV = ("PATH", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
-# In the sandbox: bundle HEAD with its history into a temp file, answer "<size> <path>" and the first
-# chunk; a bundle that fits in that chunk is removed at once.
+# In the sandbox: bundle HEAD without the commits the remote already has (their ids come on stdin),
+# answer "<size> <path> <HEAD id>" and the first chunk; a bundle that fits in that chunk is removed at
+# once. When the remote has HEAD already there is nothing to bundle: "0 - <HEAD id>".
 BUNDLE = """
 umask 077
+tip=$(git rev-parse --verify --quiet 'HEAD^{commit}') || exit 3
+known=$(git cat-file --batch-check='%(objectname) %(objecttype)' | awk '$2 == "commit" { print "^" $1 }')
+if [ -z "$(printf '%s\\n' "$known" | git rev-list -n 1 HEAD --stdin)" ]; then
+  printf '0 - %s\\n' "$tip"; exit 0
+fi
 bundle=$(mktemp) || exit 3
-git bundle create --quiet "$bundle" HEAD || { rm -f -- "$bundle"; exit 3; }
+printf '%s\\n' "$known" | git bundle create --quiet "$bundle" HEAD --stdin || { rm -f -- "$bundle"; exit 3; }
 size=$(stat -c %s -- "$bundle")
-printf '%s %s\\n' "$size" "$bundle"
+printf '%s %s %s\\n' "$size" "$bundle" "$tip"
 head -c "$1" -- "$bundle"
 [ "$size" -gt "$1" ] || rm -f -- "$bundle"
 """
+FETCH = ("fetch", "--quiet", "--no-tags", "--no-write-fetch-head")
 READ = 'tail -c "+$2" -- "$1" | head -c "$3"'
+OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+MAX_PREREQUISITES = 1000
+MAX_HEADER_BYTES = 1024 * 1024
 
 UNVERIFIED = _("The commits from the sandbox failed verification and were not pushed.")
 
@@ -72,13 +84,26 @@ def _complaint(stderr: bytes) -> str:
     return "\n".join(errors)[:500]
 
 
-def _refuse(result: ExecResult | subprocess.CompletedProcess) -> RpcError:
+def _unverified(result: ExecResult | subprocess.CompletedProcess) -> RpcError:
     return RpcError(ErrorCode.CONFLICT, UNVERIFIED, details={"git": _complaint(result.stderr)})
 
 
-def _take_bundle(sandbox_id: str, target: Path) -> None:
-    """The sandbox's bundle of HEAD, copied into target; never more than MAX_BUNDLE_BYTES are read."""
-    first = _sandbox(sandbox_id, BUNDLE, str(CHUNK_BYTES))
+def _push_refused(result: subprocess.CompletedProcess) -> RpcError:
+    return RpcError(
+        ErrorCode.CONFLICT, _("The push was refused."), details={"git": _complaint(result.stderr)}
+    )
+
+
+def _take_bundle(sandbox_id: str, target: Path, known: list[str]) -> str | None:
+    """Copy the sandbox's bundle of HEAD (without the known commits) into target, never reading more
+    than MAX_BUNDLE_BYTES; answers HEAD's id when the remote has it already and there is no bundle."""
+    first = get_driver().exec(
+        sandbox_id,
+        ["sh", "-c", BUNDLE, "bundle", str(CHUNK_BYTES)],
+        stdin="".join(f"{oid}\n" for oid in known).encode(),
+        env=GIT_ENV,
+        timeout=TIMEOUT_S,
+    )
     if first.exit_code != 0:
         raise RpcError(
             ErrorCode.CONFLICT,
@@ -86,29 +111,43 @@ def _take_bundle(sandbox_id: str, target: Path) -> None:
             details={"git": _complaint(first.stderr)},
         )
     header, _newline, data = first.stdout.partition(b"\n")
-    size_text, _space, path = header.decode(errors="replace").partition(" ")
-    if not size_text.isdigit() or not path:
-        raise _refuse(first)
-    size = int(size_text)
-    if size > MAX_BUNDLE_BYTES:
-        _sandbox(sandbox_id, 'rm -f -- "$1"', path)
-        raise RpcError(
-            ErrorCode.CONFLICT,
-            _("The commits to push are larger than %(limit)s MB."),
-            limit=MAX_BUNDLE_BYTES // 1024**2,
-        )
+    fields = header.decode(errors="replace").split(" ")
+    if len(fields) != 3 or not fields[0].isdigit() or not OBJECT_ID.fullmatch(fields[2]):
+        raise _unverified(first)
+    size, path, tip = int(fields[0]), fields[1], fields[2]
+    if size == 0:
+        return tip
     try:
+        if size > MAX_BUNDLE_BYTES:
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                _("The commits to push are larger than %(limit)s MB."),
+                limit=MAX_BUNDLE_BYTES // 1024**2,
+            )
         with target.open("wb") as handle:
             handle.write(data)
             while (done := handle.tell()) < size and len(data) == CHUNK_BYTES:
-                result = _sandbox(sandbox_id, READ, path, str(done + 1), str(min(CHUNK_BYTES, size - done)))
-                data = result.stdout
+                data = _sandbox(
+                    sandbox_id, READ, path, str(done + 1), str(min(CHUNK_BYTES, size - done))
+                ).stdout
                 handle.write(data)
             if handle.tell() != size:  # the sandbox changed or cut its bundle while it was read
-                raise _refuse(first)
+                raise _unverified(first)
     finally:
         if size > CHUNK_BYTES:
             _sandbox(sandbox_id, 'rm -f -- "$1"', path)
+    return None
+
+
+def _prerequisites(bundle: Path) -> list[str]:
+    """The commits a bundle says it builds on (its header's "-<id>" lines), bounded and well-formed."""
+    with bundle.open("rb") as handle:
+        header = handle.read(MAX_HEADER_BYTES)
+    lines = header.split(b"\n\n", 1)[0].decode(errors="replace").splitlines()
+    ids = [line[1:].split(" ", 1)[0] for line in lines if line.startswith("-")]
+    if len(ids) > MAX_PREREQUISITES or not all(OBJECT_ID.fullmatch(oid) for oid in ids):
+        raise RpcError(ErrorCode.CONFLICT, UNVERIFIED, details={"git": "bad bundle header"})
+    return ids
 
 
 class HostRepository:
@@ -170,32 +209,33 @@ def _token_env(base: str) -> dict[str, str]:
 
 def push(sandbox_id: str, url: str, base: str, branch: str) -> None:
     """Push the sandbox's HEAD to branch at url, a repository on the GitHub host base (checked by the
-    caller), from a host-side repository that holds only verified objects."""
+    caller), from a host-side repository that holds only verified objects. A push costs its new
+    commits, not the repository's history."""
+    scheme, token = urlsplit(url).scheme, _token_env(base)
     with tempfile.TemporaryDirectory(prefix="cocoon-push-") as scratch:
-        bundle = Path(scratch) / "push.bundle"
-        _take_bundle(sandbox_id, bundle)
         repository = HostRepository(Path(scratch))
+        listed = repository.git("ls-remote", "--heads", "--", url, allow=scheme, env=token)
+        if listed.returncode != 0:
+            raise _push_refused(listed)
+        known = [line.split("\t", 1)[0] for line in listed.stdout.decode(errors="replace").splitlines()]
+        bundle = Path(scratch) / "push.bundle"
+        tip = _take_bundle(sandbox_id, bundle, [oid for oid in known if OBJECT_ID.fullmatch(oid)])
         ref = f"refs/heads/{branch}"
-        fetched = repository.git(
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            str(bundle),
-            f"+HEAD:{ref}",
-            allow="file",
-        )
+        if needed := [tip] if tip else _prerequisites(bundle):
+            fetched = repository.git(*FETCH, "--depth=1", "--", url, *needed, allow=scheme, env=token)
+            if fetched.returncode != 0:
+                raise _unverified(fetched)
+        if tip:
+            fetched = repository.git("update-ref", ref, tip)
+        else:
+            fetched = repository.git(*FETCH, str(bundle), f"+HEAD:{ref}", allow="file")
         if fetched.returncode != 0:
-            raise _refuse(fetched)
+            raise _unverified(fetched)
         checked = repository.git("fsck", "--strict", "--no-dangling", "--no-progress", "--no-reflogs")
         if checked.returncode != 0:
-            raise _refuse(checked)
+            raise _unverified(checked)
         if repository.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode != 0:
-            raise _refuse(fetched)
-        pushed = repository.git(
-            "push", "--porcelain", "--", url, f"{ref}:{ref}", allow=urlsplit(url).scheme, env=_token_env(base)
-        )
+            raise _unverified(fetched)
+        pushed = repository.git("push", "--porcelain", "--", url, f"{ref}:{ref}", allow=scheme, env=token)
         if pushed.returncode != 0:
-            raise RpcError(
-                ErrorCode.CONFLICT, _("The push was refused."), details={"git": _complaint(pushed.stderr)}
-            )
+            raise _push_refused(pushed)

@@ -186,3 +186,15 @@ def test_a_corrupt_object_is_refused_before_anything_is_pushed(cocoond, sandbox,
         assert refs == ""
     finally:
         sh(cocoond, sandbox, f"git symbolic-ref HEAD {branch}")
+
+
+def test_a_push_larger_than_one_read_and_a_push_of_a_known_commit_arrive_whole(cocoond, sandbox, host):
+    # 6 MB of random bytes does not compress: the bundle takes more than one bounded read to come out.
+    sh(cocoond, sandbox, "head -c 6000000 /dev/urandom >big.bin")
+    commit = call(cocoond, "git.commit", sandbox, message="Big", paths=["big.bin"])["commit"]
+    repository = str(host.root / "owner" / "project.git")
+    for branch in ("cocoon/big", "cocoon/big-again"):  # the second time the remote has every commit
+        call(cocoond, "git.push", sandbox, branch=branch)
+        assert git("--git-dir", repository, "rev-parse", f"refs/heads/{branch}").strip() == commit
+    size = git("--git-dir", repository, "cat-file", "-s", "refs/heads/cocoon/big:big.bin").strip()
+    assert size == "6000000"

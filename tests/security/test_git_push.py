@@ -60,7 +60,7 @@ WATCH = f"""IFS= read -r raw; IFS= read -r basic
   while [ ! -e {LOOT}/stop ]; do
     printf '%s\\n%s\\n' "$raw" "$basic" | grep -salF -f - /proc/[0-9]*/environ /proc/[0-9]*/cmdline \
       >>{LOOT}/watch-hits
-    echo . >>{LOOT}/watch-beats
+    echo . >>{LOOT}/watch-beats; sleep 0.05
   done
 ) &
 """

@@ -198,3 +198,16 @@ def test_a_push_larger_than_one_read_and_a_push_of_a_known_commit_arrive_whole(c
         assert git("--git-dir", repository, "rev-parse", f"refs/heads/{branch}").strip() == commit
     size = git("--git-dir", repository, "cat-file", "-s", "refs/heads/cocoon/big:big.bin").strip()
     assert size == "6000000"
+
+
+def test_a_sandbox_without_network_pushes_since_cocoond_does(cocoond, host):
+    offline = cocoond.call("sandbox.create", {"network": "none"})
+    try:
+        script = f"git remote add origin {host.url}/owner/project.git && echo new >new.txt"
+        assert sh(cocoond, offline, script)["exitCode"] == 0
+        commit = call(cocoond, "git.commit", offline, message="Offline")["commit"]
+        call(cocoond, "git.push", offline, branch="cocoon/offline")
+        repository = str(host.root / "owner" / "project.git")
+        assert git("--git-dir", repository, "rev-parse", "refs/heads/cocoon/offline").strip() == commit
+    finally:
+        cocoond.post("sandbox.delete", {"sandboxId": offline["id"]})

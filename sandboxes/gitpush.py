@@ -28,8 +28,9 @@ from sandboxes.services import GIT_ENV
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 CHUNK_BYTES = MAX_EXEC_OUTPUT - 4096  # one read's output, with room for the first read's header line
 TIMEOUT_S = 600
-# A small bundle can still expand (deltas) into huge objects: host-side git gets bounded memory and files.
-LIMITS = ["prlimit", f"--as={4 * 1024**3}", f"--fsize={2 * MAX_BUNDLE_BYTES}", "--"]
+# A small bundle can still expand (deltas) into huge objects in memory: host-side git gets bounded memory.
+# (What it writes of the sandbox's data is the bundle's pack, bounded by MAX_BUNDLE_BYTES.)
+LIMITS = ["prlimit", f"--as={4 * 1024**3}", "--"]
 # For every host-side git command: nothing runs but git, every object is checked as it arrives, no
 # transport is allowed unless a step names it, and no redirect leads the token to another host.
 CONFIG = {
@@ -167,7 +168,9 @@ class HostRepository:
             "GIT_TERMINAL_PROMPT": "0",
             "LC_ALL": "C",
         }
-        self.git("init", "--quiet", "--bare", "--template=", str(self.path), git_dir=False)
+        created = self.git("init", "--quiet", "--bare", "--template=", str(self.path), git_dir=False)
+        if created.returncode != 0:
+            raise RuntimeError(f"git init failed: {_complaint(created.stderr)}")
 
     def git(
         self, *args: str, allow: str = "", env: dict[str, str] | None = None, git_dir: bool = True

@@ -234,6 +234,7 @@ def push(sandbox_id: str, url: str, base: str, branch: str) -> None:
             fetched = repository.git(*FETCH, str(bundle), f"+HEAD:{ref}", allow="file")
         if fetched.returncode != 0:
             raise _unverified(fetched)
+        # Unbundling skips transfer.fsckObjects (git 2.39): every object is checked here instead.
         checked = repository.git("fsck", "--strict", "--no-dangling", "--no-progress", "--no-reflogs")
         if checked.returncode != 0:
             raise _unverified(checked)

@@ -7,7 +7,7 @@ and never a request the sandbox smuggled in behind the first."""
 
 import pytest
 
-from tests.test_egress import egress, provider, recorded, sh, shell_agent, upstream  # noqa: F401 - fixtures
+from tests.test_egress import recorded, sh, shell_agent
 
 pytestmark = pytest.mark.e2e
 
@@ -33,7 +33,8 @@ MALFORMED_8080 = {
     "GET /p-standin/smuggled HTTP/1.1\r\nx-api-key: {key}\r\n\r\n",
     "two equal Content-Lengths": "POST /p-standin/one HTTP/1.1\r\nx-api-key: {key}\r\n"
     "Content-Length: 2\r\nContent-Length: 2\r\n\r\nhi",
-    "a Content-Length list": "POST /p-standin/one HTTP/1.1\r\nx-api-key: {key}\r\nContent-Length: 2, 2\r\n\r\nhi",
+    "a Content-Length list": "POST /p-standin/one HTTP/1.1\r\nx-api-key: {key}\r\n"
+    "Content-Length: 2, 2\r\n\r\nhi",
     "another transfer coding": "POST /p-standin/one HTTP/1.1\r\nx-api-key: {key}\r\n"
     "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
     "a bad chunk size": "POST /p-standin/one HTTP/1.1\r\nx-api-key: {key}\r\n"

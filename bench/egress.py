@@ -183,7 +183,7 @@ def idle_sockets(sh: Callable, curl_in: Callable, holder: dict, neighbour: dict,
     """count silent sockets from one sandbox; meanwhile another one's requests must go through."""
     hold = (
         f"for i in $(seq {count}); do exec {{fd}}<>/dev/tcp/cocoon-proxy/3128 || break; fds+=($fd); done; "
-        "touch /tmp/held; sleep 1; refused=0; "
+        "touch /tmp/held; sleep 3; refused=0; "
         'for fd in "${fds[@]}"; do read -r -t 0.005 line <&$fd && [[ $line == *" 429 "* ]] '
         '&& refused=$((refused + 1)); done; echo "${#fds[@]} $refused"; sleep 4'
     )

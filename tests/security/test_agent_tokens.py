@@ -62,22 +62,39 @@ def test_an_agent_token_hears_none_of_the_admin_events_an_admin_token_hears():
     assert agent_heard_nothing_more
 
 
-def test_an_agent_token_lists_no_settings_secret_or_token_activity(cocoond):
+def heard_until(ws, sentinel: str) -> list[str]:
+    """What a live subscription hears up to and including the activity entry `sentinel`."""
+    heard: list[str] = []
+    while sentinel not in heard:
+        heard.append(seen(ws.next_event(timeout=30)))
+    return heard
+
+
+def test_an_agent_token_neither_hears_nor_lists_settings_secret_or_token_activity(cocoond):
     agent = cocoond.call("tokens.create", {"name": "sec-agent-activity", "scope": "agent"})["token"]
-    cocoond.call("settings.update", {"general": {"language": "en"}})
-    cocoond.call("secrets.set", {"name": "SEC_AGENT_TOKENS", "value": "s3cret"})
-    cocoond.call("profile.create", {"name": "sec-visible", "command": ["bash"]})
+    with cocoond.ws(token=agent) as agent_ws, cocoond.ws() as admin_ws:
+        for ws in (agent_ws, admin_ws):
+            ws.call("events.subscribe", {"types": ["activity", "settings.updated"]})
+        cocoond.call("settings.update", {"general": {"language": "en"}})
+        cocoond.call("secrets.set", {"name": "SEC_AGENT_TOKENS", "value": "s3cret"})
+        cocoond.call("tokens.create", {"name": "sec-another", "scope": "agent"})
+        # An agent-visible entry last: whoever hears it would have heard the ones before.
+        cocoond.call("profile.create", {"name": "sec-visible", "command": ["bash"]})
+        admin_heard = heard_until(admin_ws, "profile.created")
+        agent_heard = heard_until(agent_ws, "profile.created")
+    assert ADMIN_ONLY_ACTIVITY <= set(admin_heard)
+    assert set(agent_heard) & ADMIN_ONLY_ACTIVITY == set()
 
     def keys(token: str | None) -> set[str]:
         return {entry["key"] for entry in cocoond.call("activity.list", {"limit": 500}, token=token)}
 
-    assert {"settings.updated", "secret.set", "token.created", "profile.created"} <= keys("admin")
-    assert keys(agent) & {"settings.updated", "secret.set", "token.created"} == set()
+    assert {*ADMIN_ONLY_ACTIVITY, "profile.created"} <= keys("admin")
+    assert keys(agent) & ADMIN_ONLY_ACTIVITY == set()
     assert "profile.created" in keys(agent)  # agent-visible entries still come through
 
     async def list_activity(session):
         return await session.call_tool("activity_list", {"limit": 500})
 
     over_mcp = run_mcp(cocoond, list_activity, token=agent).structured_content["result"]
-    assert {entry["key"] for entry in over_mcp} & {"settings.updated", "secret.set", "token.created"} == set()
+    assert {entry["key"] for entry in over_mcp} & ADMIN_ONLY_ACTIVITY == set()
     cocoond.call("profile.delete", {"name": "sec-visible"})

@@ -138,13 +138,13 @@ class RpcConsumer(LiveCredentials, AsyncJsonWebsocketConsumer):
         self.calls.add(task)
         task.add_done_callback(self.calls.discard)
 
-    def _dispatch_inline(self, content: dict[str, Any]) -> Any:
+    def _dispatch_inline(self, content: dict[str, Any], actor: Actor) -> Any:
         return registry.dispatch(
-            content["method"], content.get("params"), self.actor, self.language, connection=self
+            content["method"], content.get("params"), actor, self.language, connection=self
         )
 
-    async def _dispatch_in_thread(self, content: dict[str, Any]) -> Any:
-        return await database_sync_to_async(self._dispatch_inline, thread_sensitive=False)(content)
+    async def _dispatch_in_thread(self, content: dict[str, Any], actor: Actor) -> Any:
+        return await database_sync_to_async(self._dispatch_inline, thread_sensitive=False)(content, actor)
 
     async def _answer(self, content: dict[str, Any], dispatch: Any) -> None:
         call_id = content.get("id")
@@ -152,7 +152,8 @@ class RpcConsumer(LiveCredentials, AsyncJsonWebsocketConsumer):
             await self.end_session(call_id)
             return
         try:
-            result = dispatch(content)
+            # The actor as just checked: another call may end the session while this one runs.
+            result = dispatch(content, self.actor)
             if asyncio.iscoroutine(result):
                 result = await result
         except RpcError as error:

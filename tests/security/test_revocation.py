@@ -24,12 +24,12 @@ from tests.conftest import ROOT, server_env
 CLOSE_UNAUTHORIZED = 4401
 
 
-def frames_until_closed(ws, timeout: float = 10) -> tuple[list[dict], ConnectionClosed]:
+def frames_until_closed(ws, timeout: float = 10) -> tuple[list[str | bytes], ConnectionClosed]:
     """Every frame a connection still gets, and how it was closed (TimeoutError if it stays open)."""
     frames = []
     while True:
         try:
-            frames.append(json.loads(ws.recv(timeout=timeout)))
+            frames.append(ws.recv(timeout=timeout))
         except ConnectionClosed as closed:
             return frames, closed
 
@@ -42,6 +42,7 @@ def test_a_revoked_tokens_websocket_is_closed_without_hearing_its_own_revocation
         cocoond.call("tokens.revoke", {"tokenId": revoked["id"]})
         frames, closed = frames_until_closed(ws.connection)
     assert closed.rcvd.code == CLOSE_UNAUTHORIZED
+    frames = [json.loads(frame) for frame in frames]
     # Daphne drops close reasons: the last frame says why.
     errors = [frame["error"] for frame in frames if "error" in frame]
     assert [error["code"] for error in errors] == ["unauthorized"]
@@ -115,11 +116,9 @@ def test_a_revoked_token_loses_its_terminal_and_its_mcp_call(cocoond, sandbox_im
             # The MCP call is running once agent.wait listens; give the request a moment to arrive.
             subprocess.run(["sleep", "1"], check=True)
             cocoond.call("tokens.revoke", {"tokenId": revoked["id"]})
-            with pytest.raises(ConnectionClosed) as closed:
-                while True:
-                    terminal.recv(timeout=10)
+            _frames, closed = frames_until_closed(terminal)
             answer = in_flight.result(timeout=60)
-        assert closed.value.rcvd.code == CLOSE_UNAUTHORIZED
+        assert closed.rcvd.code == CLOSE_UNAUTHORIZED
         assert answer.status_code == 401, answer.text
         assert answer.json()["error"]["code"] == "unauthorized"
     finally:
@@ -146,8 +145,8 @@ def browser_ws(instance, username: str, password: str):
     )
     assert response.status_code == 302, response.text
     cookie = "; ".join(f"{name}={value}" for name, value in browser.cookies.items())
-    ws = connect(instance.ws_url, additional_headers={"Cookie": cookie, "Origin": instance.url}, open_timeout=10)
-    return browser, ws
+    headers = {"Cookie": cookie, "Origin": instance.url}
+    return browser, connect(instance.ws_url, additional_headers=headers, open_timeout=10)
 
 
 def call(ws, method: str) -> dict:
@@ -156,10 +155,9 @@ def call(ws, method: str) -> dict:
 
 
 @pytest.mark.e2e
-def test_logout_and_a_password_changed_by_another_process_close_the_users_ui_websockets(
-    start_cocoond, redis_url
-):
+def test_logout_and_changes_made_by_another_process_close_the_live_websockets(start_cocoond, redis_url):
     instance = start_cocoond(env={"REDIS_URL": redis_url})
+    revoked = instance.call("tokens.create", {"name": "sec-elsewhere", "scope": "agent"})
     manage(
         instance,
         "from django.contrib.auth import get_user_model; "
@@ -167,17 +165,23 @@ def test_logout_and_a_password_changed_by_another_process_close_the_users_ui_web
     )
     staying, staying_ws = browser_ws(instance, "sec-root", "pw-old")
     leaving, leaving_ws = browser_ws(instance, "sec-root", "pw-old")
-    with staying_ws, leaving_ws:
+    with staying_ws, leaving_ws, instance.ws(token=revoked["token"]) as token_ws:
         assert "result" in call(leaving_ws, "sandbox.list")
         leaving.post("/logout", data={"csrfmiddlewaretoken": leaving.cookies["csrftoken"]})
         _frames, closed = frames_until_closed(leaving_ws)
         assert closed.rcvd.code == CLOSE_UNAUTHORIZED
         assert "result" in call(staying_ws, "sandbox.list")  # another session of the same user stays
+        # Another process (over Redis) changes the user's password and revokes the token.
         manage(
             instance,
             "from django.contrib.auth import get_user_model; "
+            "from cocoon.actors import SYSTEM_ACTOR; from cocoon.tokens import revoke_token; "
             "user = get_user_model().objects.get(username='sec-root'); "
-            "user.set_password('pw-new'); user.save()",
+            "user.set_password('pw-new'); user.save(); "
+            f"revoke_token('{revoked['id']}', actor=SYSTEM_ACTOR)",
         )
-        _frames, closed = frames_until_closed(staying_ws)
-        assert closed.rcvd.code == CLOSE_UNAUTHORIZED
+        for ws in (staying_ws, token_ws.connection):
+            _frames, closed = frames_until_closed(ws)
+            assert closed.rcvd.code == CLOSE_UNAUTHORIZED
+    staying.close()
+    leaving.close()

@@ -11,6 +11,7 @@ from agents.models import Agent, AgentProfile
 from agents.status import ScreenRules
 from cocoon import activity
 from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
 
 # Screen patterns are regular expressions, searched in the last lines of the screen (agents.status).
@@ -57,7 +58,8 @@ activity.register_messages(
         "profile.updated": _("Agent profile %(name)s was changed (%(keys)s)."),
         "profile.reset": _("Agent profile %(name)s was reset to its built-in definition."),
         "profile.deleted": _("Agent profile %(name)s was deleted."),
-    }
+    },
+    visibility=Visibility.AGENT,
 )
 
 

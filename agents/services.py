@@ -23,6 +23,7 @@ from agents.models import Agent, AgentProfile, new_agent_id
 from agents.profiles import get_profile, screen_rules
 from cocoon import activity, events, vault
 from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError
 from egress import providers as egress_providers
 from egress import services as egress
@@ -66,8 +67,10 @@ activity.register_messages(
         "agent.spawned": _("Agent %(agent)s (%(profile)s) was started in sandbox %(name)s."),
         "agent.killed": _("Agent %(agent)s was stopped."),
         "agent.exited": _("Agent %(agent)s exited with code %(code)s."),
-    }
+    },
+    visibility=Visibility.AGENT,
 )
+events.register_types("agent.updated", visibility=Visibility.AGENT)
 
 # Started by tmux inside the sandbox: read and delete the private env file, run the agent, record its
 # exit code where the poller finds it.

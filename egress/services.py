@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events
 from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError
 from egress import policy
 from egress.local import ensure_local_proxy, local_proxy_running
@@ -38,6 +39,7 @@ activity.register_messages(
         "egress.allowed_for_sandbox": _("Egress to %(host)s was allowed for sandbox %(sandbox)s."),
     }
 )
+events.register_types("egress.denied", visibility=Visibility.ADMIN)
 
 
 def enforced() -> bool:

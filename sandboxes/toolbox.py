@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events
+from cocoon.choices import Visibility
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import TOOLBOX_MANIFEST as MANIFEST
 from sandboxes.drivers.base import DriverError
@@ -30,6 +31,7 @@ activity.register_messages(
         "toolbox.install_failed": _("Installing the toolbox failed."),
     }
 )
+events.register_types("toolbox.install", visibility=Visibility.ADMIN)
 
 
 def staging_dir(packages: list[str]) -> Path:

@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events, vault
 from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError
 from sandboxes import gitpush
 from sandboxes.drivers import get_driver
@@ -37,8 +38,10 @@ activity.register_messages(
         "git.committed": _("Commit %(commit)s in sandbox %(name)s."),
         "git.pushed": _("Branch %(branch)s was pushed from sandbox %(name)s."),
         "git.pr_created": _("Pull request #%(number)s was opened from sandbox %(name)s."),
-    }
+    },
+    visibility=Visibility.AGENT,
 )
+events.register_types("workspace.updated", visibility=Visibility.AGENT)
 
 # Shared by every script: is $1 inside one of the roots in $COCOON_ROOTS?
 PRELUDE = """

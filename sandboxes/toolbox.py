@@ -32,8 +32,11 @@ from sandboxes.drivers.base import TOOLBOX_MANIFEST as MANIFEST
 NPM_TIMEOUT_S = 1800
 NOBODY = 65534  # npm and the packages' scripts run as nobody when cocoond is root
 NPM_CACHE = ".npm-cache"  # inside the staging folder (the jail's only writable place); removed after
-# The host's environment that npm may need in the jail: a proxy, a mirror (npm_config_registry...).
-PASSED_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+# The host's environment that npm may need in the jail: a proxy, its CA, a mirror (npm_config_*...).
+PASSED_ENV = (
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+    "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR",
+)  # fmt: skip
 
 activity.register_messages(
     {
@@ -94,6 +97,9 @@ def _jail(work: Path, command: list[str], network: bool) -> list[str]:
         "--perms", "0755", "--dir", os.path.dirname(TOOLBOX),
         "--bind", str(work), TOOLBOX,
         "--perms", "1777", "--tmpfs", "/tmp",
+        # cocoond's own npm configuration (registry, CA, a token) for npm's download only: the packages'
+        # scripts, which run without a network, never see it.
+        *(["--ro-bind-try", str(Path.home() / ".npmrc"), "/tmp/.npmrc"] if network else []),
         "--proc", "/proc",
         "--dev", "/dev",
         "--chdir", TOOLBOX,

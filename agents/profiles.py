@@ -1,8 +1,8 @@
 """Agent profiles: the built-ins (editable, resettable to their definition here) and custom ones."""
 
-import re
 from typing import Any
 
+import regex
 from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
@@ -91,7 +91,8 @@ def screen_rules(profile: AgentProfile) -> ScreenRules:
 
 
 def _check_patterns(fields: dict[str, Any]) -> None:
-    """Screen patterns must compile: a broken one would otherwise fail every poll of the agent."""
+    """Screen patterns must compile, with the poller's engine (regex in `re` syntax): a broken one would
+    otherwise never match."""
     patterns = []
     if fields.get("workingPattern"):
         patterns.append(("workingPattern", fields["workingPattern"]))
@@ -99,8 +100,8 @@ def _check_patterns(fields: dict[str, Any]) -> None:
     errors = []
     for path, pattern in patterns:
         try:
-            re.compile(pattern)
-        except re.error as error:
+            regex.compile(pattern, regex.VERSION0)
+        except regex.error as error:
             message = interpolate_lazy(_("Not a regular expression: %(error)s."), {"error": str(error)})
             errors.append({"path": path, "code": "regex", "message": message})
     if errors:

@@ -21,7 +21,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 import cocoon
 from cocoon.auth import request_actor
 from cocoon.errors import ErrorCode, RpcError
-from cocoon.i18n import language_of_scope
+from cocoon.middleware import scope_language, send_error
 from cocoon.registry import Method, registry
 
 UNKNOWN_TOOL = _("Unknown tool %(name)s.")
@@ -109,26 +109,14 @@ class McpApp:
         return self.manager
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        actor, headers, query = await request_actor(scope)
-        language = await database_sync_to_async(language_of_scope)(headers, query)
+        language = await scope_language(scope)
+        try:
+            actor, _headers, _query = await request_actor(scope)
+        except RpcError as error:  # rate_limited
+            await send_error(scope, receive, send, error, language)
+            return
         if actor is None:
-            await _unauthorized(send, language)
+            await send_error(scope, receive, send, RpcError(ErrorCode.UNAUTHORIZED), language)
             return
         manager = await self._started()
         await manager.handle_request(dict(scope, actor=actor, cocoon_language=language), receive, send)
-
-
-async def _unauthorized(send: Any, language: str) -> None:
-    with translation.override(language):
-        body = json.dumps({"error": RpcError(ErrorCode.UNAUTHORIZED).render()}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="cocoon"'),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

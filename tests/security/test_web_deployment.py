@@ -267,3 +267,43 @@ def test_ui_pages_carry_a_content_security_policy_without_inline_scripts(local):
         assert page.headers["x-frame-options"] == "DENY"
         assert page.headers["x-content-type-options"] == "nosniff"
         assert page.headers["referrer-policy"] == "same-origin"
+
+
+# -- in-process: Django's own password form, and whom failures count against ----------------------------
+
+
+@pytest.fixture
+def strict_limit(settings) -> Iterator[None]:
+    """A fresh failure store with a small limit; the suite's own one comes back afterwards."""
+    from cocoon import throttle
+
+    settings.COCOON_AUTH_FAILURE_LIMIT = "3/5 minutes"
+    throttle._limiter.cache_clear()
+    yield
+    throttle._limiter.cache_clear()
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("strict_limit")
+def test_the_django_admin_login_form_is_locked_out_too():
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    get_user_model().objects.create_superuser("root", password="right-password")
+    guesser = Client(REMOTE_ADDR="192.0.2.9")
+    for _ in range(3):
+        response = guesser.post("/admin/login/", {"username": "root", "password": "guess"})
+        assert response.status_code == 200  # the form again, with its error
+    guesser.post("/admin/login/", {"username": "root", "password": "right-password"})
+    assert "_auth_user_id" not in guesser.session
+
+    other = Client(REMOTE_ADDR="192.0.2.10")
+    assert other.post("/admin/login/", {"username": "root", "password": "right-password"}).status_code == 302
+
+
+def test_an_ipv6_client_counts_as_its_whole_slash_64():
+    from cocoon.throttle import bucket
+
+    assert bucket("2001:db8:1:2::1") == bucket("2001:db8:1:2:ffff::9") == "2001:db8:1:2::/64"
+    assert bucket("2001:db8:1:3::1") != bucket("2001:db8:1:2::1")
+    assert bucket("::ffff:192.0.2.1") == bucket("192.0.2.1") == "192.0.2.1"

@@ -151,7 +151,7 @@ class WebSocketTokenMiddleware:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> Any:
         try:
             actor, headers, query = await request_actor(scope)
-        except RpcError as error:
+        except RpcError as error:  # rate_limited
             return await send_error(scope, receive, send, error, await scope_language(scope))
         if actor is None and _plain_token(headers, query) is None:
             actor = await database_sync_to_async(_cookie_session_actor)(headers)

@@ -19,6 +19,7 @@ from cocoon import events  # noqa: E402
 from cocoon.auth import WebSocketTokenMiddleware  # noqa: E402
 from cocoon.consumers import RpcConsumer  # noqa: E402
 from cocoon.mcp import McpApp  # noqa: E402
+from cocoon.middleware import ForwardedMiddleware  # noqa: E402
 
 mcp_application = McpApp()
 
@@ -45,7 +46,10 @@ router = ProtocolTypeRouter(
     }
 )
 
+# Outermost: the real client and scheme behind the trusted proxy, and only our own host names.
+served = ForwardedMiddleware(router)
+
 
 async def application(scope: dict, receive: Any, send: Any) -> None:
     events.bind_server_loop(asyncio.get_running_loop())
-    await router(scope, receive, send)
+    await served(scope, receive, send)

@@ -13,7 +13,7 @@ import hashlib
 import hmac
 from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -27,7 +27,10 @@ from rest_framework import authentication, exceptions
 from cocoon import tokens
 from cocoon.actors import ENV_ACTOR, Actor
 from cocoon.choices import TokenScope
+from cocoon.errors import RpcError
+from cocoon.middleware import client_address, decode_scope, scope_language, send_error
 from cocoon.models import ApiToken
+from cocoon.throttle import guarded
 
 SESSION_ACTOR_KEY = "cocoon.actor"
 
@@ -45,7 +48,7 @@ class TokenAuthentication(authentication.BaseAuthentication):
         plain = token_from(request.headers.get("authorization"), request.query_params.get("token"))
         if plain is None:
             return None  # -> NotAuthenticated, answered as 401 unauthorized
-        actor = tokens.authenticate(plain)
+        actor = guarded(request.META.get("REMOTE_ADDR", ""), lambda: tokens.authenticate(plain))
         if actor is None:
             raise exceptions.AuthenticationFailed()
         return actor, None
@@ -146,20 +149,21 @@ def current_actor(actor: Actor, session_key: str | None) -> Actor | None:
 # -- ASGI --------------------------------------------------------------------------------------------
 
 
-def _decode(scope: dict) -> tuple[dict[str, str], dict[str, list[str]]]:
-    headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-    return headers, parse_qs(scope.get("query_string", b"").decode("latin-1"))
-
-
 def _plain_token(headers: dict[str, str], query: dict[str, list[str]]) -> str | None:
     return token_from(headers.get("authorization"), (query.get("token") or [None])[0])
 
 
 async def request_actor(scope: dict) -> tuple[Actor | None, dict[str, str], dict[str, list[str]]]:
-    """The token's actor of an ASGI request (HTTP or WebSocket), with its headers and query for later use."""
-    headers, query = _decode(scope)
+    """The token's actor of an ASGI request (HTTP or WebSocket), with its headers and query for later use.
+
+    Raises rate_limited while the client is locked out for presenting wrong tokens.
+    """
+    headers, query = decode_scope(scope)
     plain = _plain_token(headers, query)
-    actor = await database_sync_to_async(tokens.authenticate)(plain) if plain else None
+    actor = None
+    if plain:
+        address = client_address(scope)
+        actor = await database_sync_to_async(guarded)(address, lambda: tokens.authenticate(plain))
     return actor, headers, query
 
 
@@ -173,7 +177,10 @@ class WebSocketTokenMiddleware:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> Any:
-        actor, headers, query = await request_actor(scope)
+        try:
+            actor, headers, query = await request_actor(scope)
+        except RpcError as error:  # rate_limited
+            return await send_error(scope, receive, send, error, await scope_language(scope))
         session_key = None
         if actor is None and _plain_token(headers, query) is None:
             session_key = _cookie_session_key(headers)

@@ -15,6 +15,11 @@ def env_bool(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def env_list(name: str) -> list[str]:
+    """A comma-separated variable, without blanks."""
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
 def env_path(name: str, default: Path) -> Path:
     value = os.environ.get(name, "").strip()
     return Path(value).expanduser().resolve() if value else default.resolve()

@@ -16,6 +16,7 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     CONFLICT = "conflict"
+    RATE_LIMITED = "rate_limited"
     TIMEOUT = "timeout"
     DRIVER_ERROR = "driver_error"
     UNAVAILABLE = "unavailable"
@@ -31,6 +32,7 @@ HTTP_STATUS = {
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.CONFLICT: 409,
+    ErrorCode.RATE_LIMITED: 429,
     ErrorCode.TIMEOUT: 504,
     ErrorCode.DRIVER_ERROR: 502,
     ErrorCode.UNAVAILABLE: 503,
@@ -46,6 +48,7 @@ DEFAULT_MESSAGES = {
     ErrorCode.NOT_FOUND: _("Not found."),
     ErrorCode.METHOD_NOT_ALLOWED: _("This HTTP method is not allowed here."),
     ErrorCode.CONFLICT: _("The request conflicts with the current state."),
+    ErrorCode.RATE_LIMITED: _("Too many failed attempts from your address; try again later."),
     ErrorCode.TIMEOUT: _("The operation timed out."),
     ErrorCode.DRIVER_ERROR: _("The sandbox driver reported an error."),
     ErrorCode.UNAVAILABLE: _("The service is not available right now."),
@@ -96,6 +99,15 @@ class RpcError(Exception):
     @property
     def http_status(self) -> int:
         return HTTP_STATUS[self.code]
+
+    @property
+    def http_headers(self) -> dict[str, str]:
+        """What an HTTP answer carries besides the body: the auth scheme of a 401, when to retry a 429."""
+        if self.code == ErrorCode.UNAUTHORIZED:
+            return {"WWW-Authenticate": 'Bearer realm="cocoon"'}
+        if self.code == ErrorCode.RATE_LIMITED:
+            return {"Retry-After": str(self.details["retryAfterS"])}
+        return {}
 
     def render(self) -> dict[str, Any]:
         """The wire shape, in the active language."""

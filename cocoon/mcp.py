@@ -28,7 +28,7 @@ from cocoon.actors import Actor
 from cocoon.auth import request_actor
 from cocoon.consumers import SESSION_ENDED
 from cocoon.errors import ErrorCode, RpcError
-from cocoon.i18n import language_of_scope
+from cocoon.middleware import scope_language, send_error
 from cocoon.registry import Method, registry
 
 UNKNOWN_TOOL = _("Unknown tool %(name)s.")
@@ -116,10 +116,14 @@ class McpApp:
         return self.manager
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        actor, headers, query = await request_actor(scope)
-        language = await database_sync_to_async(language_of_scope)(headers, query)
+        language = await scope_language(scope)
+        try:
+            actor, _headers, _query = await request_actor(scope)
+        except RpcError as error:  # rate_limited
+            await send_error(scope, receive, send, error, language)
+            return
         if actor is None:
-            await _unauthorized(send, language)
+            await send_error(scope, receive, send, RpcError(ErrorCode.UNAUTHORIZED), language)
             return
         manager = await self._started()
         response_started = False
@@ -133,7 +137,7 @@ class McpApp:
             dict(scope, actor=actor, cocoon_language=language), receive, tracked_send
         )
         if await _revoked_while(request, actor) and not response_started:
-            await _unauthorized(send, language, RpcError(ErrorCode.UNAUTHORIZED, SESSION_ENDED))
+            await send_error(scope, receive, send, RpcError(ErrorCode.UNAUTHORIZED, SESSION_ENDED), language)
 
 
 async def _revoked_while(request: Awaitable[None], actor: Actor) -> bool:
@@ -161,19 +165,3 @@ async def _revoked_while(request: Awaitable[None], actor: Actor) -> bool:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         await layer.group_discard(group, channel)
-
-
-async def _unauthorized(send: Any, language: str, error: RpcError | None = None) -> None:
-    with translation.override(language):
-        body = json.dumps({"error": (error or RpcError(ErrorCode.UNAUTHORIZED)).render()}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="cocoon"'),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

@@ -5,12 +5,16 @@ the database behind cocoon.config (the settings service), not here.
 """
 
 import secrets
+from ipaddress import ip_network
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
+from django.core.exceptions import ImproperlyConfigured
 
 from cocoon.datadir import ensure_private_dir, read_or_create_private_file
-from cocoon.env import env_bool, env_path, env_str
+from cocoon.env import env_bool, env_list, env_path, env_str, parse_bind
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -37,8 +41,49 @@ SECRET_KEY = env_str("COCOON_SECRET_KEY") or read_or_create_private_file(
     DATA_DIR / "django-secret-key.txt", lambda: secrets.token_urlsafe(50)
 )
 DEBUG = env_bool("COCOON_DEBUG")
-# cocoond binds to loopback; remote access goes through the reverse proxy in deploy/Caddyfile.
-ALLOWED_HOSTS = env_str("COCOON_ALLOWED_HOSTS", "*").split(",")
+
+# -- web deployment --------------------------------------------------------------------------------
+# cocoond binds to loopback; remote access goes through the TLS reverse proxy in deploy/Caddyfile, whose
+# public address COCOON_URL names. Host names, trusted origins and secure cookies all follow from it.
+COCOON_URL = env_str("COCOON_URL").rstrip("/")
+PUBLIC_URL = urlsplit(COCOON_URL)
+if COCOON_URL and (PUBLIC_URL.scheme not in ("http", "https") or not PUBLIC_URL.hostname):
+    raise ImproperlyConfigured(f"COCOON_URL must look like https://cocoon.example.com, got {COCOON_URL!r}")
+BIND_HOST = parse_bind(COCOON_BIND)[0]
+# Any other Host is refused (400): a DNS-rebinding page reaches us under its own name. Loopback names
+# are for cocoond's own clients (CLI, tests); a wildcard bind is no name anyone browses to.
+ALLOWED_HOSTS = [PUBLIC_URL.hostname] if COCOON_URL else []
+ALLOWED_HOSTS += ["localhost", "127.0.0.1", "[::1]", *env_list("COCOON_ALLOWED_HOSTS")]
+if BIND_HOST not in {"0.0.0.0", "::"}:  # noqa: S104 - a comparison, not a bind
+    ALLOWED_HOSTS.append(f"[{BIND_HOST}]" if ":" in BIND_HOST else BIND_HOST)
+CSRF_TRUSTED_ORIGINS = [f"{PUBLIC_URL.scheme}://{PUBLIC_URL.netloc}"] if COCOON_URL else []
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = PUBLIC_URL.scheme == "https"
+# Browsers that once reached us over TLS keep to it (sent only on requests that came over TLS).
+SECURE_HSTS_SECONDS = 365 * 24 * 3600 if SESSION_COOKIE_SECURE else 0
+# Only these peers may say who the client is and that it came over TLS (X-Forwarded-For/-Proto):
+# cocoon.middleware.ForwardedMiddleware. None by default: nobody's forwarding headers count.
+try:
+    COCOON_TRUSTED_PROXIES = [ip_network(entry, strict=False) for entry in env_list("COCOON_TRUSTED_PROXIES")]
+except ValueError as error:
+    raise ImproperlyConfigured(f"COCOON_TRUSTED_PROXIES: {error}") from None
+# Wrong tokens or passwords per client address before it is locked out for the rest of the window
+# (cocoon.throttle); syntax of the `limits` library.
+COCOON_AUTH_FAILURE_LIMIT = env_str("COCOON_AUTH_FAILURE_LIMIT") or "20/5 minutes"
+AUTHENTICATION_BACKENDS = ["cocoon.throttle.ThrottledModelBackend"]
+# The UI loads only its own scripts (templates carry none inline); xterm.js writes <style> elements.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 INSTALLED_APPS = [
     "daphne",
@@ -66,6 +111,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
 
 ROOT_URLCONF = "cocoon.urls"

@@ -31,28 +31,25 @@ DRF_ERRORS = {
 }
 
 
-def error_response(error: RpcError, request: Any, headers: dict[str, str] | None = None) -> Response:
+def error_response(error: RpcError, request: Any) -> Response:
     with translation.override(language_of_request(request)):
         body = {"error": error.render()}
-    return Response(body, status=error.http_status, headers=headers)
+    return Response(body, status=error.http_status, headers=error.http_headers)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """Every failure, whatever raised it, leaves as {"error": {"code", "message", "details"}}."""
     request = context["request"]
-    headers = None
     if isinstance(exc, RpcError):
         error = exc
     elif isinstance(exc, ServiceError):
         error = exc.as_rpc_error()
     elif type(exc) in DRF_ERRORS:
         error = RpcError(DRF_ERRORS[type(exc)])
-        if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-            headers = {"WWW-Authenticate": 'Bearer realm="cocoon"'}
     else:
         logger.exception("unhandled error in %s", request.path)
         error = RpcError(ErrorCode.INTERNAL_ERROR)
-    return error_response(error, request, headers)
+    return error_response(error, request)
 
 
 def parse_params(body: bytes) -> Any:

@@ -17,8 +17,21 @@ os.environ["COCOON_AUTO_INSTALL"] = "0"
 os.environ["COCOON_TOOLBOX_CACHE"] = os.path.join(
     os.environ.get("COCOON_CACHE_DIR", "/var/cache/cocoon-ci"), "toolbox"
 )
-for name in ("REDIS_URL", "DATABASE_URL", "COCOON_TOKEN", "COCOON_CONFIG", "CONTAINER_HOST"):
+for name in (
+    "REDIS_URL",
+    "DATABASE_URL",
+    "COCOON_TOKEN",
+    "COCOON_CONFIG",
+    "CONTAINER_HOST",
+    "COCOON_URL",
+    "COCOON_ALLOWED_HOSTS",
+    "COCOON_TRUSTED_PROXIES",
+):
     os.environ.pop(name, None)
+# Every test client calls from 127.0.0.1, and suites present wrong tokens on purpose: the lock-out
+# (cocoon.throttle) would end up refusing unrelated tests. tests/security/test_web_deployment.py
+# starts its cocoonds with the real default.
+os.environ["COCOON_AUTH_FAILURE_LIMIT"] = "10000/minute"
 # Docker unless a suite says otherwise (auto-detection would prefer a Podman socket if one exists).
 os.environ["COCOON_DRIVER"] = "docker"
 

@@ -129,7 +129,9 @@ def test_claude_code_lists_cocoon_as_a_connected_mcp_server(toolbox_cocoond, doc
     try:
         script = (
             f'claude mcp add --transport http cocoon "http://{gateway}:{relay.port}/mcp" '
-            '--header "Authorization: Bearer $TOKEN" >/dev/null && claude mcp list'
+            '--header "Authorization: Bearer $TOKEN" '
+            # The relay stands in for cocoond's own address, which is not one of its host names.
+            f'--header "Host: localhost:{cocoond.port}" >/dev/null && claude mcp list'
         )
         result = cocoond.call(
             "sandbox.exec",

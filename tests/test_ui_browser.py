@@ -35,11 +35,26 @@ def browser() -> Iterator[Browser]:
         browser.close()
 
 
+# What Chromium refused under the pages' Content-Security-Policy (it says so on the console).
+csp_violations: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def no_csp_violations() -> Iterator[None]:
+    yield
+    found, csp_violations[:] = list(csp_violations), []
+    assert not found
+
+
 def new_page(browser: Browser, locale: str = "en-US") -> Page:
     context = browser.new_context(locale=locale, viewport={"width": 1280, "height": 860})
     context.grant_permissions(["clipboard-read", "clipboard-write"])
     page = context.new_page()
     page.set_default_timeout(20_000)
+    page.on(
+        "console",
+        lambda message: "Content Security Policy" in message.text and csp_violations.append(message.text),
+    )
     return page
 
 

@@ -17,8 +17,11 @@ from django.utils.http import content_disposition_header
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
+from cocoon.actors import Actor
 from cocoon.auth import log_in_session, log_out
+from cocoon.errors import RpcError
 from cocoon.setup import CHECKS
+from cocoon.throttle import guarded, refuse_if_locked_out
 from sandboxes.choices import Capability, NetworkMode
 from ui.diff import parse_patch
 from ui.web import back, call, done, form_number, method_of, page, profiles, show, ui_language
@@ -26,26 +29,45 @@ from ui.web import back, call, done, form_number, method_of, page, profiles, sho
 # -- login ---------------------------------------------------------------------------------------------
 
 
+def _log_in(request: HttpRequest) -> Actor | None:
+    """The actor the posted token or user name and password stand for; raises rate_limited while this
+    client is locked out for too many wrong ones."""
+    address = request.META.get("REMOTE_ADDR", "")
+    token = request.POST.get("token", "").strip()
+    username = request.POST.get("username", "").strip()
+    if token:
+        return guarded(address, lambda: log_in_session(request.session, token_plain=token))
+    if not username:
+        return None
+    # The password backend counts a wrong password too, but can only say "no"; a 429 is said here.
+    refuse_if_locked_out(address)
+    user = authenticate(request, username=username, password=request.POST.get("password", ""))
+    if user is None:
+        return None
+    django_login(request, user)  # the Django admin accepts the same session
+    return log_in_session(request.session, user=user)
+
+
 def login(request: HttpRequest) -> HttpResponse:
     """Log in with a token, or with a Django user's name and password."""
     with translation.override(ui_language(request)):
-        error = ""
+        error, status, headers = "", 200, {}
         if request.method == "POST":
-            token = request.POST.get("token", "").strip()
-            username = request.POST.get("username", "").strip()
-            actor = None
-            if token:
-                actor = log_in_session(request.session, token_plain=token)
-            elif username:
-                user = authenticate(request, username=username, password=request.POST.get("password", ""))
-                if user is not None:
-                    django_login(request, user)  # the Django admin accepts the same session
-                    actor = log_in_session(request.session, user=user)
-            if actor is not None:
-                return redirect(back(request, reverse("ui:dashboard")))
-            error = _("That token or user name and password is not valid.")
+            try:
+                if _log_in(request) is not None:
+                    return redirect(back(request, reverse("ui:dashboard")))
+                error, status = _("That token or user name and password is not valid."), 401
+            except RpcError as refused:  # rate_limited
+                error, status, headers = (
+                    refused.render()["message"],
+                    refused.http_status,
+                    refused.http_headers,
+                )
         context = {"error": error, "next": request.GET.get("next") or request.POST.get("next", "")}
-        return render(request, "ui/login.html", context, status=401 if error else 200)
+        response = render(request, "ui/login.html", context, status=status)
+        for name, value in headers.items():
+            response[name] = value
+        return response
 
 
 @require_POST

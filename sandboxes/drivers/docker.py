@@ -91,6 +91,8 @@ class DockerTty(TtySession):
 class DockerDriver(SandboxDriver):
     kind = "docker"
     host_alias = "host.docker.internal"
+    # tmpfs options that make a tmpfs the agent's own (Docker hands mount options to the kernel).
+    agent_tmpfs_owner = f"uid={AGENT_UID},gid={AGENT_UID}"
 
     def __init__(self, base_url: str | None = None) -> None:
         self.base_url = base_url
@@ -225,7 +227,7 @@ class DockerDriver(SandboxDriver):
             # The agent's home is a volume the engine seeds from the image (dotfiles, ownership), so
             # it survives a restart like the workspace; the status files need not.
             options["read_only"] = True
-            options["tmpfs"][STATUS_DIR] = f"{TMPFS_OPTIONS},uid={AGENT_UID},gid={AGENT_UID},mode=0755"
+            options["tmpfs"][STATUS_DIR] = f"{TMPFS_OPTIONS},{self.agent_tmpfs_owner},mode=0755"
             options["mounts"].append(
                 docker.types.Mount(AGENT_HOME, self.home_volume(spec.sandbox_id), type="volume")
             )

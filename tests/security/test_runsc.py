@@ -6,19 +6,14 @@ Not skipped where runsc is missing: scripts/provision is responsible for it, so 
 
 import pytest
 
+from tests import test_egress
 from tests.conftest import wait_until
 from tests.test_egress import curl, recorded
 from tests.test_sandboxes import interfaces, reaches, run
-from tests.upstream import public_upstream
 
 pytestmark = pytest.mark.e2e
 MODES = ["none", "egress", "open"]
-
-
-@pytest.fixture(scope="module")
-def upstream(tmp_path_factory):
-    with public_upstream(tmp_path_factory.mktemp("upstream")) as stand_in:
-        yield stand_in
+upstream = test_egress.upstream  # the recording stand-in for the internet, a fixture
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import pytest
 
 from tests import test_egress
 from tests.conftest import wait_until
+from tests.test_agents import attach, read_until
 from tests.test_egress import curl, recorded
 from tests.test_sandboxes import interfaces, reaches, run
 
@@ -64,6 +65,9 @@ def test_a_shell_agent_runs_in_tmux_under_runsc(cocoond, sandboxes, mode):
         timeout=30,
         interval=0.5,
     )
+    with attach(cocoond, agent) as terminal:  # the browser terminal: a TTY exec into gVisor
+        terminal.send(b"echo typed-$((40+2))\r")
+        assert b"typed-42" in read_until(terminal, b"typed-42", timeout=30)
     cocoond.call("agent.kill", {"agentId": agent["id"]})
 
 

@@ -31,6 +31,9 @@ DEFAULTS: dict[str, Any] = {
         "image": "cocoon-sandbox:latest",
         "network": "egress",
         "runtime": "",
+        # The image's files read-only; /workspace, the agent's home, /tmp and its status files stay
+        # writable. bwrap sandboxes always have a read-only root.
+        "readOnlyRoot": False,
         "limits": {"cpus": 2, "memoryMb": 4096, "pids": 1024},
         "maxLimits": {"cpus": 8, "memoryMb": 16384, "pids": 8192},
         # Where files.* may reach inside a sandbox.
@@ -100,6 +103,7 @@ SETTINGS_SCHEMA: Schema = obj(
                 "image": string(minLength=1, maxLength=300),
                 "network": enum(*NETWORK_MODES),
                 "runtime": string(maxLength=50),
+                "readOnlyRoot": BOOLEAN,
                 "limits": LIMITS,
                 "maxLimits": LIMITS,
                 "fileRoots": array(

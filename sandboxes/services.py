@@ -160,6 +160,7 @@ def create_sandbox(
         network,
         resolved,
         runtime,
+        read_only_root=defaults["readOnlyRoot"],
         hostname=_hostname(sandbox.name),
         workspace=None if repo else baseline_archive(branch or "main"),
     )

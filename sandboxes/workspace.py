@@ -43,6 +43,8 @@ activity.register_messages(
 )
 events.register_types("workspace.updated", visibility=Visibility.AGENT)
 
+# No coreutils stat/ls -l in these scripts: gVisor (Debian's runsc) refuses their statx flag
+# AT_NO_AUTOMOUNT with EINVAL; find's fstatat works everywhere.
 # Shared by every script: is $1 inside one of the roots in $COCOON_ROOTS?
 PRELUDE = """
 inside() { for root in $COCOON_ROOTS; do case "$1/" in "$root"/*) return 0;; esac; done; return 1; }
@@ -59,7 +61,7 @@ else find "$p" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%m\\t%T@\\t%P\\0'; fi
 p=$(realpath -e -- "$1" 2>/dev/null) || exit 3
 inside "$p" || exit 4
 [ -f "$p" ] || exit 7
-[ "$(stat -c %s -- "$p")" -le "$2" ] || exit 5
+[ "$(find "$p" -maxdepth 0 -printf %s)" -le "$2" ] || exit 5
 cat -- "$p"
 """,
     "write": """

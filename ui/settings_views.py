@@ -55,6 +55,7 @@ GENERAL_FIELDS = [
     Field("sandbox.image", _("Sandbox image")),
     Field("sandbox.network", _("Default network"), "choice", NETWORK_MODES),
     Field("sandbox.runtime", _("Default runtime")),
+    Field("sandbox.readOnlyRoot", _("Read-only root filesystem for new sandboxes"), "bool"),
     Field("sandbox.limits.cpus", _("CPUs per sandbox"), "number"),
     Field("sandbox.limits.memoryMb", _("Memory per sandbox (MB)"), "int"),
     Field("sandbox.limits.pids", _("Processes per sandbox"), "int"),

@@ -13,6 +13,8 @@ from sandboxes.choices import SandboxState
 
 AGENT_USER = "agent"
 AGENT_UID = 1000  # the agent user's uid (and gid) inside every sandbox
+AGENT_HOME = f"/home/{AGENT_USER}"
+STATUS_DIR = "/opt/cocoon/status"  # where hooks and agent wrappers write, as the agent
 WORKSPACE = "/workspace"
 TOOLBOX = "/opt/agents"
 # The sandbox image's /opt/cocoon (status script, hook files), also served to bwrap sandboxes.
@@ -51,6 +53,7 @@ class SandboxSpec:
     network: str
     limits: Limits
     runtime: str = ""
+    read_only_root: bool = False
     hostname: str = "sandbox"
     # A tar put into /workspace before the sandbox starts (the empty baseline repository).
     workspace: bytes | None = None

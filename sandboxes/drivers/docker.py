@@ -21,8 +21,11 @@ from docker.utils.socket import frames_iter
 
 from sandboxes.choices import Capability, NetworkMode, SandboxState
 from sandboxes.drivers.base import (
+    AGENT_HOME,
+    AGENT_UID,
     AGENT_USER,
     MAX_EXEC_OUTPUT,
+    STATUS_DIR,
     TOOLBOX,
     TOOLBOX_MANIFEST,
     WORKSPACE,
@@ -88,6 +91,8 @@ class DockerTty(TtySession):
 class DockerDriver(SandboxDriver):
     kind = "docker"
     host_alias = "host.docker.internal"
+    # tmpfs options that make a tmpfs the agent's own (Docker hands mount options to the kernel).
+    agent_tmpfs_owner = f"uid={AGENT_UID},gid={AGENT_UID}"
 
     def __init__(self, base_url: str | None = None) -> None:
         self.base_url = base_url
@@ -175,6 +180,9 @@ class DockerDriver(SandboxDriver):
     def workspace_volume(self, sandbox_id: str) -> str:
         return object_name(sandbox_id, "workspace")
 
+    def home_volume(self, sandbox_id: str) -> str:
+        return object_name(sandbox_id, "home")
+
     def agents_volume(self) -> str:
         return object_name("agents")
 
@@ -215,6 +223,14 @@ class DockerDriver(SandboxDriver):
             options["dns"] = spec.dns
         if spec.runtime:
             options["runtime"] = spec.runtime
+        if spec.read_only_root:
+            # The agent's home is a volume the engine seeds from the image (dotfiles, ownership), so
+            # it survives a restart like the workspace; the status files need not.
+            options["read_only"] = True
+            options["tmpfs"][STATUS_DIR] = f"{TMPFS_OPTIONS},{self.agent_tmpfs_owner},mode=0755"
+            options["mounts"].append(
+                docker.types.Mount(AGENT_HOME, self.home_volume(spec.sandbox_id), type="volume")
+            )
         return options
 
     def service_options(self) -> dict[str, Any]:
@@ -224,9 +240,11 @@ class DockerDriver(SandboxDriver):
     def create(self, spec: SandboxSpec) -> EngineState:
         try:
             self._ensure_shared_objects()
-            self.client.volumes.create(
-                self.workspace_volume(spec.sandbox_id), labels=labels("volume", spec.sandbox_id)
-            )
+            volumes = [self.workspace_volume(spec.sandbox_id)]
+            if spec.read_only_root:
+                volumes.append(self.home_volume(spec.sandbox_id))
+            for volume in volumes:  # labelled, so reconcile and clean-ups find them
+                self.client.volumes.create(volume, labels=labels("volume", spec.sandbox_id))
             options = self.create_options(spec)
             try:
                 container = self.client.containers.create(**options)
@@ -291,8 +309,9 @@ class DockerDriver(SandboxDriver):
     def remove(self, sandbox_id: str) -> None:
         with contextlib.suppress(NotFound):
             self.client.containers.get(self.container_name(sandbox_id)).remove(force=True, v=True)
-        with contextlib.suppress(NotFound):
-            self.client.volumes.get(self.workspace_volume(sandbox_id)).remove(force=True)
+        for volume in (self.workspace_volume(sandbox_id), self.home_volume(sandbox_id)):
+            with contextlib.suppress(NotFound):
+                self.client.volumes.get(volume).remove(force=True)
 
     def inspect(self, sandbox_id: str) -> EngineState:
         try:

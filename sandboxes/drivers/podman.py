@@ -36,6 +36,8 @@ def podman_socket() -> Path | None:
 class PodmanDriver(DockerDriver):
     kind = "podman"
     host_alias = "host.containers.internal"
+    # Podman refuses uid=/gid= on a tmpfs; U chowns it to the container's user (the agent).
+    agent_tmpfs_owner = "U"
 
     def __init__(self, base_url: str | None = None) -> None:
         socket_path = podman_socket()

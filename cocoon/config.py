@@ -69,8 +69,12 @@ LIMITS = obj(
     },
     required=("cpus", "memoryMb", "pids"),
 )
-# An allowlist entry: a domain, or *.domain for its subdomains.
-HOST = string(pattern=r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
+# An allowlist entry: a domain, or *.domain for its subdomains. Labels of 1-63 letters, digits and inner
+# hyphens; the last one starts with a letter (no IP address, no "0"): exactly what the proxy can use, so
+# that no stored entry can make it refuse the whole policy.
+LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+TOP_LABEL = r"[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOST = string(pattern=rf"^(?:\*\.)?(?:{LABEL}\.)*{TOP_LABEL}$", maxLength=255)
 PROVIDER = obj(
     {
         "kind": enum(*PROVIDER_KINDS),

@@ -90,7 +90,7 @@ def egress_denied(call: Call) -> list[dict[str, Any]]:
     description="Allow a host (the one-click allow of a denied attempt): for every sandbox, or only for "
     "sandboxId. Takes effect at once, without restarting anything.",
     params=obj(
-        {"host": config.HOST | {"maxLength": 253}, "sandboxId": SANDBOX_ID},
+        {"host": config.HOST, "sandboxId": SANDBOX_ID},
         required=("host",),
     ),
     result=obj({"host": STRING, "sandboxId": nullable(STRING), "allowlist": array(STRING)}),
@@ -146,6 +146,7 @@ def providers_list(call: Call) -> list[dict[str, Any]]:
     "for a saved one, or provider (and key) for input not saved yet.",
     params=obj(
         {"providerId": PROVIDER_ID, "provider": config.PROVIDER, "key": string(maxLength=10_000)},
+        anyOf=[{"required": ["providerId"]}, {"required": ["provider"]}],
     ),
     result=obj(
         {

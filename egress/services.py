@@ -82,10 +82,15 @@ def start_proxy() -> None:
 
 
 def sync(wait: bool = True) -> None:
-    """Publish the policy; with wait, return only once the proxy has loaded it."""
+    """Publish the policy; with wait, return only once a running proxy has loaded it (one that is not
+    running loads the newest policy when it starts)."""
+    from egress.container import proxy_running
+
     version = policy.publish()
-    proxied = enforced() or local_proxy_running()
-    if wait and proxied and not policy.wait_for_ack(version, ACK_TIMEOUT_S):
+    if not wait:
+        return
+    proxied = proxy_running() if enforced() else local_proxy_running()
+    if proxied and not policy.wait_for_ack(version, ACK_TIMEOUT_S):
         raise RpcError(ErrorCode.UNAVAILABLE, _("The egress proxy did not confirm its new policy."))
 
 

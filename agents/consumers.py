@@ -2,7 +2,8 @@
 
 Each viewer is its own `tmux attach` client in the sandbox, so viewers come and go without touching the
 agent; `mode=ro` attaches read-only and drops the viewer's input. Binary frames carry terminal bytes both
-ways; a text frame {"type": "resize", "cols", "rows"} resizes.
+ways; a text frame {"type": "resize", "cols", "rows"} resizes. A viewer lasts only as long as its token or
+session (cocoon.consumers.LiveCredentials): revoking it or logging out closes the terminal.
 """
 
 import asyncio
@@ -15,7 +16,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agents.choices import AgentStatus
 from agents.models import Agent
-from cocoon.consumers import CLOSE_UNAUTHORIZED
+from cocoon.consumers import CLOSE_UNAUTHORIZED, RECHECK_AFTER_S, LiveCredentials
 from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, TtySession
@@ -31,13 +32,15 @@ def _size(query: dict[str, list[str]], name: str, default: int, low: int, high: 
         return default
 
 
-class AttachConsumer(AsyncWebsocketConsumer):
+class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.tty: TtySession | None = None
+        self.actor = self.scope.get("actor")
         await self.accept()
-        if self.scope.get("actor") is None:
+        if self.actor is None:
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
+        await self.join_auth_group()
         agent_id = self.scope["url_route"]["kwargs"]["agent_id"]
         agent = await database_sync_to_async(
             Agent.objects.select_related("sandbox").filter(pk=agent_id).first
@@ -75,6 +78,9 @@ class AttachConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.tty is None:
             return
+        if not await self.still_authorized(max_age=RECHECK_AFTER_S):
+            await self.end_session()
+            return
         if bytes_data is not None:
             if not self.read_only:
                 await asyncio.to_thread(self.tty.write, bytes_data)
@@ -89,6 +95,7 @@ class AttachConsumer(AsyncWebsocketConsumer):
             await asyncio.to_thread(self.tty.resize, cols, rows)
 
     async def disconnect(self, code: int) -> None:
+        await self.leave_auth_group()
         if self.tty is not None:
             tty, self.tty = self.tty, None
             await asyncio.to_thread(tty.close)

@@ -1,8 +1,8 @@
 """Agent profiles: the built-ins (editable, resettable to their definition here) and custom ones."""
 
-import re
 from typing import Any
 
+import regex
 from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
@@ -11,6 +11,7 @@ from agents.models import Agent, AgentProfile
 from agents.status import ScreenRules
 from cocoon import activity
 from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
 
 # Screen patterns are regular expressions, searched in the last lines of the screen (agents.status).
@@ -57,7 +58,8 @@ activity.register_messages(
         "profile.updated": _("Agent profile %(name)s was changed (%(keys)s)."),
         "profile.reset": _("Agent profile %(name)s was reset to its built-in definition."),
         "profile.deleted": _("Agent profile %(name)s was deleted."),
-    }
+    },
+    visibility=Visibility.AGENT,
 )
 
 
@@ -89,7 +91,8 @@ def screen_rules(profile: AgentProfile) -> ScreenRules:
 
 
 def _check_patterns(fields: dict[str, Any]) -> None:
-    """Screen patterns must compile: a broken one would otherwise fail every poll of the agent."""
+    """Screen patterns must compile, with the poller's engine (regex in `re` syntax): a broken one would
+    otherwise never match."""
     patterns = []
     if fields.get("workingPattern"):
         patterns.append(("workingPattern", fields["workingPattern"]))
@@ -97,8 +100,8 @@ def _check_patterns(fields: dict[str, Any]) -> None:
     errors = []
     for path, pattern in patterns:
         try:
-            re.compile(pattern)
-        except re.error as error:
+            regex.compile(pattern, regex.VERSION0)
+        except regex.error as error:
             message = interpolate_lazy(_("Not a regular expression: %(error)s."), {"error": str(error)})
             errors.append({"path": path, "code": "regex", "message": message})
     if errors:

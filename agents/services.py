@@ -6,6 +6,9 @@ writes /opt/cocoon/status/<id>) and, where they say nothing, from the screen and
 """
 
 import base64
+import binascii
+import logging
+import re
 import shlex
 import threading
 import time
@@ -23,6 +26,7 @@ from agents.models import Agent, AgentProfile, new_agent_id
 from agents.profiles import get_profile, screen_rules
 from cocoon import activity, events, vault
 from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError
 from egress import providers as egress_providers
 from egress import services as egress
@@ -31,6 +35,8 @@ from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError
 from sandboxes.models import Sandbox
 from sandboxes.services import get_sandbox, require_running
+
+logger = logging.getLogger(__name__)
 
 TMUX = ["tmux", "-L", "cocoon"]
 KEYS = {
@@ -66,8 +72,10 @@ activity.register_messages(
         "agent.spawned": _("Agent %(agent)s (%(profile)s) was started in sandbox %(name)s."),
         "agent.killed": _("Agent %(agent)s was stopped."),
         "agent.exited": _("Agent %(agent)s exited with code %(code)s."),
-    }
+    },
+    visibility=Visibility.AGENT,
 )
+events.register_types("agent.updated", visibility=Visibility.AGENT)
 
 # Started by tmux inside the sandbox: read and delete the private env file, run the agent, record its
 # exit code where the poller finds it.
@@ -79,21 +87,31 @@ if [ -n "${COCOON_PROMPT_STDIN:-}" ]; then printf '%s\\n' "$COCOON_PROMPT_STDIN"
 echo $? > "/opt/cocoon/status/$id.exit"
 """
 # One exec per sandbox per poll: for every agent, whether its session lives, its exit code and hook
-# status, the foreground command and a hash of the screen.
+# status, the foreground command and a hash of the screen. Everything it reads is the sandbox's: a
+# bounded amount, never blocking on it (a FIFO), printable bytes only so that one agent's files cannot
+# forge another agent's line. The host checks it all again (_poll_fields, _observe).
 POLL = """
+clean() { tr -c '[:graph:] ' ' '; }
+small() { dd if="$1" bs=128 count=1 iflag=nonblock 2>/dev/null | clean; }
 for pair in "$@"; do
   id=${pair%%=*}; known=${pair#*=}
-  hook=$(cat "/opt/cocoon/status/$id" 2>/dev/null); code=$(cat "/opt/cocoon/status/$id.exit" 2>/dev/null)
+  hook=$(small "/opt/cocoon/status/$id"); code=$(small "/opt/cocoon/status/$id.exit")
   text=
   if tmux -L cocoon has-session -t "=$id" 2>/dev/null; then
-    alive=1; command=$(tmux -L cocoon display-message -p -t "=$id:" '#{pane_current_command}')
+    alive=1
+    command=$(tmux -L cocoon display-message -p -t "=$id:" '#{pane_current_command}' | head -c 100 | clean)
     screen=$(tmux -L cocoon capture-pane -p -t "=$id:" | md5sum | cut -c1-32)
-    # The screen's text only when it changed: the patterns need it, the steady state does not.
-    [ "$screen" = "$known" ] || text=$(tmux -L cocoon capture-pane -p -t "=$id:" | base64 -w0)
+    # The screen's bottom only when it changed: the patterns need it, the steady state does not.
+    # (The echo: a changed but blank screen still sends something.)
+    [ "$screen" = "$known" ] || text=$( { tmux -L cocoon capture-pane -p -t "=$id:" \\
+      | sed '/^[[:space:]]*$/d' | tail -n 50 | cut -c1-1024; echo; } | base64 -w0)
   else alive=0; command=; screen=; fi
   printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' "$id" "$alive" "$code" "$hook" "$command" "$screen" "$text"
 done
 """
+POLL_FIELDS = 7
+SCREEN_HASH = re.compile(r"[0-9a-f]{32}")
+SCREEN_TEXT_MAX = 96 * 1024  # base64 characters of a screen's bottom (50 lines of 1024 bytes fit)
 
 
 def get_agent(agent_id: str) -> Agent:
@@ -306,12 +324,15 @@ def poll_all(only: str | None = None) -> int:
             polls = {pool.submit(_poll_output, item): item for item in by_sandbox.items()}
             for done in as_completed(polls):
                 sandbox_id, agents = polls[done]
-                for line in (done.result() or "").splitlines():
-                    agent_id, alive, code, hook, command, screen, encoded = (line.split("\t") + [""] * 7)[:7]
-                    agent = agents.get(agent_id)
-                    if agent is not None and agent.profile in profiles:
-                        seen = (alive == "1", code, hook, command, screen, encoded)
-                        changed += _observe(agent, profiles[agent.profile], *seen)
+                for agent_id, fields in _poll_fields(done.result() or "", agents).items():
+                    agent = agents[agent_id]
+                    if agent.profile not in profiles:
+                        continue
+                    # One agent's hostile report must never cost the others their status.
+                    try:
+                        changed += _observe(agent, profiles[agent.profile], fields[0] == "1", *fields[1:])
+                    except Exception:
+                        logger.exception("the poll of agent %s could not be read", agent_id)
                 with _in_flight_lock:
                     _in_flight.discard(sandbox_id)
                     _last_polled[sandbox_id] = time.monotonic()
@@ -330,7 +351,32 @@ def _poll_output(item: tuple[str, dict[str, Agent]]) -> str | None:
         result = get_driver().exec(sandbox_id, ["sh", "-c", POLL, "poll", *pairs], timeout=POLL_TIMEOUT_S)
     except DriverError:
         return None
+    except Exception:  # one sandbox's failure must not end the tick for the others
+        logger.exception("the poll of sandbox %s failed", sandbox_id)
+        return None
     return result.stdout.decode(errors="replace") if result.exit_code == 0 else None
+
+
+def _poll_fields(output: str, agents: dict[str, Agent]) -> dict[str, list[str]]:
+    """Each polled agent's fields (alive, code, hook, command, screen hash, screen text) from the poll
+    script's report. Malformed lines, lines about other agents and repeats are dropped: an agent
+    without a line is simply not decided this tick."""
+    found: dict[str, list[str]] = {}
+    for line in output.split("\n"):  # not splitlines(): it also splits at \x1c, \x85, U+2028...
+        agent_id, *fields = line.split("\t")
+        if len(fields) == POLL_FIELDS - 1 and agent_id in agents and agent_id not in found:
+            found[agent_id] = fields
+    return found
+
+
+def _screen_text(encoded: str) -> str:
+    """The screen's bottom as the poll sent it, bounded; "" when it is not base64."""
+    if len(encoded) > SCREEN_TEXT_MAX:  # keep the bottom, cut at a base64 quantum
+        encoded = encoded[len(encoded) % 4 :][-SCREEN_TEXT_MAX:]
+    try:
+        return base64.b64decode(encoded, validate=True).decode(errors="replace")
+    except (binascii.Error, ValueError):
+        return ""
 
 
 def _observe(
@@ -346,8 +392,11 @@ def _observe(
     """Decide one agent's status from what the poll saw; save what changed, publish a new status."""
     now = timezone.now()
     facts = None
+    screen = screen if SCREEN_HASH.fullmatch(screen) else ""
     if encoded:  # the screen changed: its text came along
-        facts = rules.read_screen(profile_rules, base64.b64decode(encoded).decode(errors="replace"))
+        facts = rules.read_screen(profile_rules, _screen_text(encoded))
+        if facts.timed_out:
+            logger.warning("agent %s: patterns out of time count as no match: %s", agent.id, facts.timed_out)
     memory = rules.Memory(
         status=agent.status,
         created_at=agent.created_at.timestamp(),
@@ -355,8 +404,8 @@ def _observe(
         last_change_at=agent.last_activity_at.timestamp(),
         screen=rules.ScreenFacts(agent.screen_indicator, agent.screen_question),
     )
-    exit_code = int(code) if code.strip().lstrip("-").isdigit() else None
-    seen = rules.Observation(alive, exit_code, hook.strip(), command, facts)
+    exit_code = rules.parse_exit_code(code)
+    seen = rules.Observation(alive, exit_code, hook.strip()[:100], command.strip()[:100], facts)
     decision = rules.decide(profile_rules, memory, seen, now.timestamp())
     before = (agent.status, agent.status_source, agent.exit_code)
     fields = {
@@ -365,8 +414,8 @@ def _observe(
         "exit_code": decision.exit_code,
         "rule": decision.rule,
         "rule_detail": decision.detail[:300],
-        "hook_report": seen.hook[:100],
-        "foreground": command[:100],
+        "hook_report": seen.hook,
+        "foreground": seen.command,
     }
     if screen and screen != agent.screen_hash:
         fields |= {"screen_hash": screen, "last_activity_at": now}

@@ -6,14 +6,28 @@ still on the screen; for shells the foreground process; then the screen: the wor
 start-up grace, a moving screen, and quiet — `done` after a task, `idle` before any.
 """
 
+import logging
+import math
 import posixpath
-import re
+import time
 from dataclasses import dataclass
+
+import regex
 
 from agents.choices import AgentStatus, StatusRule, StatusSource
 
+logger = logging.getLogger(__name__)
+
 SHELLS = {"bash", "sh", "zsh", "fish", "dash"}
 SCREEN_REGION_LINES = 12  # questions and the working indicator count in the last non-empty lines only
+# Everything below comes from the sandbox: bounded before any parsing, and no pattern runs unbounded
+# (a profile's pattern may backtrack quadratically on a long line).
+SCREEN_LINE_MAX = 1024  # characters of a screen line the patterns see
+SCREEN_BUDGET_S = 0.3  # all of one screen's patterns together; a pattern out of time does not match
+HOOK_REPORT_MAX = 100  # "<status> <epoch seconds>" is far shorter
+EXIT_CODE_MAX = 255  # the wrapper records the shell's $?
+# What cocoon-status may report: never `exited` (that is the session's to say) nor `unknown`.
+HOOK_STATUSES = {AgentStatus.WORKING, AgentStatus.BLOCKED, AgentStatus.DONE, AgentStatus.IDLE}
 SETTLE_S = 3  # a moving screen must be still this long before working becomes done or idle
 HOOK_FRESHNESS_S = 15  # a hook's `working` with a quiet screen and no indicator this long hands over
 STARTUP_GRACE_S = 10  # a just-started CLI draws its first screens: no settling to idle/done yet
@@ -25,17 +39,28 @@ class ScreenRules:
 
     hooks: bool
     foreground: bool  # a shell: a foreground process other than the shell itself means working
-    working: re.Pattern[str] | None
-    blocked: tuple[re.Pattern[str], ...]
+    working: regex.Pattern | None
+    blocked: tuple[regex.Pattern, ...]
 
     @classmethod
     def of(cls, command: list[str], hooks: bool, working: str, blocked: list[str]) -> "ScreenRules":
+        patterns = [compile_pattern(pattern) for pattern in blocked]
         return cls(
             hooks=hooks,
             foreground=bool(command) and posixpath.basename(command[0]) in SHELLS,
-            working=re.compile(working) if working else None,
-            blocked=tuple(re.compile(pattern) for pattern in blocked),
+            working=compile_pattern(working) if working else None,
+            blocked=tuple(pattern for pattern in patterns if pattern is not None),
         )
+
+
+def compile_pattern(pattern: str) -> regex.Pattern | None:
+    """A profile's screen pattern in Python's `re` syntax (regex's VERSION0), or None when it does not
+    compile (profiles are checked when saved; one stored before that must not stop the poller)."""
+    try:
+        return regex.compile(pattern, regex.VERSION0)
+    except regex.error:
+        logger.warning("screen pattern %r does not compile: ignored", pattern)
+        return None
 
 
 @dataclass(frozen=True)
@@ -44,13 +69,31 @@ class ScreenFacts:
 
     indicator: bool = False
     question: str = ""  # the blocked pattern that matched, "" for none
+    timed_out: tuple[str, ...] = ()  # patterns that ran out of time (counted as no match)
+
+
+def screen_region(text: str) -> str:
+    """The bottom of the screen, bounded: the last non-empty lines, each cut to SCREEN_LINE_MAX."""
+    lines = [line[:SCREEN_LINE_MAX] for line in text.splitlines() if line.strip()]
+    return "\n".join(lines[-SCREEN_REGION_LINES:])
 
 
 def read_screen(rules: ScreenRules, text: str) -> ScreenFacts:
     # Only the bottom counts: prose further up that quotes a question is not a question.
-    region = "\n".join([line for line in text.splitlines() if line.strip()][-SCREEN_REGION_LINES:])
-    question = next((p.pattern for p in rules.blocked if p.search(region)), "")
-    return ScreenFacts(indicator=bool(rules.working and rules.working.search(region)), question=question)
+    region = screen_region(text)
+    deadline = time.monotonic() + SCREEN_BUDGET_S
+    timed_out: list[str] = []
+
+    def found(pattern: regex.Pattern) -> bool:
+        try:
+            return bool(pattern.search(region, timeout=max(0.001, deadline - time.monotonic())))
+        except TimeoutError:
+            timed_out.append(pattern.pattern)
+            return False
+
+    question = next((p.pattern for p in rules.blocked if found(p)), "")
+    indicator = rules.working is not None and found(rules.working)
+    return ScreenFacts(indicator=indicator, question=question, timed_out=tuple(timed_out))
 
 
 @dataclass(frozen=True)
@@ -85,12 +128,25 @@ class Decision:
 
 
 def parse_hook(report: str) -> tuple[str, float] | None:
+    """ "<status> <epoch seconds>" as cocoon-status writes it; None for anything else."""
+    if len(report) > HOOK_REPORT_MAX:
+        return None
     status, _sep, stamp = report.strip().partition(" ")
     try:
         at = float(stamp)
     except ValueError:
         return None
-    return (status, at) if status in AgentStatus.values else None
+    # nan never compares, inf always does: neither is a time.
+    return (status, at) if status in HOOK_STATUSES and math.isfinite(at) and at >= 0 else None
+
+
+def parse_exit_code(text: str) -> int | None:
+    """The wrapper's record of $?: 0-255, or None for anything else (int() of 5,000 digits raises)."""
+    text = text.strip()
+    if not (0 < len(text) <= 3 and text.isascii() and text.isdigit()):
+        return None
+    code = int(text)
+    return code if code <= EXIT_CODE_MAX else None
 
 
 def hook_counts(memory: Memory, report: tuple[str, float] | None) -> bool:

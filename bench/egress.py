@@ -6,9 +6,13 @@ TLS with a test CA), one egress sandbox (through the proxy) and one open sandbox
 - throughput of a --megabytes download over HTTPS: through the allowlist proxy (CONNECT) vs direct;
 - added latency: --requests sequential small HTTPS requests, each a new curl and connection;
 - SSE time to first byte through the credential proxy vs direct to the same upstream;
-- concurrent CONNECT tunnels held open at once (--tunnels, target 500) and how many failed.
+- concurrent CONNECT tunnels held open at once (--tunnels, target 500) and how many failed;
+- --idle idle sockets (target 1,000) held open by one sandbox: how many the proxy answered 429 and
+  whether another egress sandbox's requests still go through meanwhile (and how fast);
+- the proxy's peak RSS during a --upload-mb upload (target 1 GB) sent as one chunk: target < 64 MB.
 
-    .venv/bin/python bench/egress.py [--megabytes 200] [--requests 30] [--tunnels 500]
+    .venv/bin/python bench/egress.py [--megabytes 200] [--requests 30] [--tunnels 500] [--idle 1000]
+                                     [--upload-mb 1024]
 """
 
 import argparse
@@ -16,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,7 +29,7 @@ import docker
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import cocoond, sandbox_image  # noqa: E402
+from bench.harness import cocoond, reset_peak, rss_mb, sandbox_image  # noqa: E402
 from tests.upstream import NAMES, STANDIN_KEY, public_upstream  # noqa: E402
 
 HOLD_S = 8
@@ -37,6 +42,8 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=200)
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--tunnels", type=int, default=500)
+    parser.add_argument("--idle", type=int, default=1000)
+    parser.add_argument("--upload-mb", type=int, default=1024)
     args = parser.parse_args()
 
     sandbox_image()
@@ -68,19 +75,21 @@ def main() -> None:
         limits = {"cpus": 2, "memoryMb": 2048, "pids": 4096}
         proxied = server.call("sandbox.create", {"network": "egress", "limits": limits})
         direct = server.call("sandbox.create", {"network": "open", "limits": limits})
+        neighbour = server.call("sandbox.create", {"network": "egress", "limits": limits})
 
         def sh(sandbox: dict, script: str, stdin: str | None = None) -> str:
             params = {"sandboxId": sandbox["id"], "command": ["bash", "-c", script], "timeoutS": 600}
             result = server.call("sandbox.exec", params | ({"stdin": stdin} if stdin else {}))
             return result["stdout"]
 
-        for sandbox in (proxied, direct):
+        for sandbox in (proxied, direct, neighbour):
             sh(sandbox, "cat > /tmp/ca.pem", stdin=upstream.ca_pem)
         # The open sandbox resolves the stand-in's names by itself (what DNS would do).
         pin = " ".join(f"--resolve {name}:443:{upstream.address}" for name in NAMES)
         curl = {
             proxied["id"]: "curl -sS --cacert /tmp/ca.pem",
             direct["id"]: f"curl -sS --noproxy '*' --cacert /tmp/ca.pem {pin}",
+            neighbour["id"]: "curl -sS --cacert /tmp/ca.pem",
         }
 
         def curl_in(sandbox: dict, arguments: str) -> str:
@@ -149,11 +158,12 @@ def main() -> None:
             # Held: nothing arrives and the tunnel stays open until read times out (status > 128).
             "read -r -t {hold} rest <&3; [ $? -gt 128 ] && echo held ) & done; wait"
         )
+        proxy = docker.from_env().containers.get(f"{server.instance}-egress-proxy")
+        proxy_pid = proxy.attrs["State"]["Pid"]
         with ThreadPoolExecutor(1) as pool:
             holding = pool.submit(sh, proxied, hold.format(n=args.tunnels, hold=HOLD_S))
             started = time.monotonic()
-            proxy = docker.from_env().containers.get(f"{server.instance}-egress-proxy")
-            tasks = Path(f"/proc/{proxy.attrs['State']['Pid']}/task")
+            tasks = Path(f"/proc/{proxy_pid}/task")
             peak = 0  # the proxy's threads beyond its own three: one per open tunnel
             while not holding.done():
                 peak = max(peak, len(list(tasks.iterdir())) - 3)
@@ -164,6 +174,53 @@ def main() -> None:
             f"tunnels     {held}/{args.tunnels} CONNECTs held for {HOLD_S} s (all done in {took:.1f} s); "
             f"peak open at once in the proxy: {peak}"
         )
+
+        idle_sockets(sh, curl_in, proxied, neighbour, args.idle)
+        upload(sh, proxied, proxy_pid, args.upload_mb)
+
+
+def idle_sockets(sh: Callable, curl_in: Callable, holder: dict, neighbour: dict, count: int) -> None:
+    """count silent sockets from one sandbox; meanwhile another one's requests must go through."""
+    hold = (
+        f"for i in $(seq {count}); do exec {{fd}}<>/dev/tcp/cocoon-proxy/3128 || break; fds+=($fd); done; "
+        "touch /tmp/held; sleep 3; refused=0; "
+        'for fd in "${fds[@]}"; do read -r -t 0.005 line <&$fd && [[ $line == *" 429 "* ]] '
+        '&& refused=$((refused + 1)); done; echo "${#fds[@]} $refused"; sleep 4'
+    )
+    timed = "-o /dev/null -w '%{http_code} %{time_total}\\n' https://allowed.invalid/small"
+    with ThreadPoolExecutor(1) as pool:
+        holding = pool.submit(sh, holder, f"rm -f /tmp/held; {hold}")
+        while sh(holder, "test -e /tmp/held && echo yes").strip() != "yes":
+            time.sleep(0.2)
+        replies = [curl_in(neighbour, timed).split() for _ in range(20)]
+        opened, refused = (int(word) for word in holding.result().split())
+    ok = sum(code == "200" for code, _ in replies)
+    latency = statistics.median(float(seconds) for _, seconds in replies) * 1000
+    print(
+        f"idle        {opened} idle sockets from one sandbox, {refused} answered 429; another sandbox "
+        f"meanwhile: {ok}/{len(replies)} requests ok, median {latency:.1f} ms"
+    )
+
+
+def upload(sh: Callable, sandbox: dict, proxy_pid: int, megabytes: int) -> None:
+    """One chunk of megabytes through the proxy to the stand-in; the proxy's peak RSS meanwhile."""
+    size = megabytes << 20
+    reset_peak(proxy_pid)
+    before = rss_mb(proxy_pid)
+    script = (
+        "exec 3<>/dev/tcp/cocoon-proxy/3128; "
+        "{ printf 'POST http://allowed.invalid/sink HTTP/1.1\\r\\nHost: allowed.invalid\\r\\n"
+        f"Transfer-Encoding: chunked\\r\\n\\r\\n%x\\r\\n' {size}; head -c {size} /dev/zero; "
+        "printf '\\r\\n0\\r\\n\\r\\n'; } >&3; timeout 120 cat <&3"
+    )
+    started = time.monotonic()
+    answer = sh(sandbox, script)
+    took = time.monotonic() - started
+    print(
+        f"upload      {megabytes} MB as one chunk in {took:.1f} s ({megabytes / took:.0f} MB/s), "
+        f"{'received' if answer.endswith(f'received {size}') else 'NOT received'}; proxy RSS "
+        f"{before:.1f} MB before, peak {rss_mb(proxy_pid, peak=True):.1f} MB (target < 64)"
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,14 @@ def cocoond(**env: str) -> Iterator[Cocoond]:
         remove_instance_objects(docker.from_env(), server.instance)
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, peak: bool = False) -> float:
+    """The process's resident memory now, or its peak (since start or the last reset_peak)."""
+    field = "VmHWM:" if peak else "VmRSS:"
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def reset_peak(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")

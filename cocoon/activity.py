@@ -1,6 +1,8 @@
 """The activity log: entries are stored as a message key + params and rendered in each reader's language.
 
-Apps add their message keys with register_messages({...}) next to the code that records them.
+Apps add their message keys with register_messages({...}, visibility=...) next to the code that records
+them. Entries are admin-only unless registered as agent-visible: agent tokens read (activity.list, the
+"activity" event) only entries about what their own methods could read.
 """
 
 from datetime import timedelta
@@ -11,16 +13,19 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import events
 from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.models import ActivityEntry
 
 MESSAGES: dict[str, Any] = {}
+VISIBILITY: dict[str, str] = {}  # message key -> Visibility
 
 
-def register_messages(messages: dict[str, Any]) -> None:
+def register_messages(messages: dict[str, Any], *, visibility: Visibility = Visibility.ADMIN) -> None:
     duplicate = MESSAGES.keys() & messages.keys()
     if duplicate:
         raise ValueError(f"activity keys registered twice: {sorted(duplicate)}")
     MESSAGES.update(messages)
+    VISIBILITY.update(dict.fromkeys(messages, visibility))
 
 
 register_messages(
@@ -77,14 +82,19 @@ def record(
         sandbox_id=sandbox_id,
         agent_id=agent_id,
     )
-    events.publish("activity", serialize(entry), sandbox_id=sandbox_id, agent_id=agent_id)
+    events.publish(
+        "activity", serialize(entry), sandbox_id=sandbox_id, agent_id=agent_id, visibility=VISIBILITY[key]
+    )
     return entry
 
 
 def list_entries(
-    *, limit: int = 50, before: int | None = None, sandbox_id: str = "", agent_id: str = ""
+    actor: Actor, *, limit: int = 50, before: int | None = None, sandbox_id: str = "", agent_id: str = ""
 ) -> list[ActivityEntry]:
+    """The newest entries the actor may see."""
     entries = ActivityEntry.objects.all()
+    if not actor.is_admin:  # (admins also see entries of keys no longer registered)
+        entries = entries.filter(key__in=[key for key, shown in VISIBILITY.items() if actor.may_see(shown)])
     if before is not None:
         entries = entries.filter(id__lt=before)
     if sandbox_id:

@@ -1,6 +1,6 @@
 from dataclasses import dataclass
 
-from cocoon.choices import TokenScope
+from cocoon.choices import TokenScope, Visibility
 
 
 @dataclass(frozen=True)
@@ -15,6 +15,10 @@ class Actor:
     @property
     def is_admin(self) -> bool:
         return self.scope == TokenScope.ADMIN
+
+    def may_see(self, visibility: str) -> bool:
+        """The one rule for events and activity entries: admins see all, agent tokens what is theirs."""
+        return self.is_admin or visibility == Visibility.AGENT
 
     @property
     def label(self) -> str:

@@ -1,4 +1,6 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.db.models.signals import post_delete, post_save
 from django.utils.module_loading import autodiscover_modules
 
 
@@ -9,3 +11,8 @@ class CocoonConfig(AppConfig):
     def ready(self) -> None:
         # Each app declares its RPC methods in methods.py; importing them registers them.
         autodiscover_modules("methods")
+        from cocoon import auth
+
+        # In every process (cocoond, workers, manage.py): a changed user ends that user's live sessions.
+        for signal in (post_save, post_delete):
+            signal.connect(auth.recheck_user_connections, sender=settings.AUTH_USER_MODEL)

@@ -5,7 +5,8 @@ which cannot set headers). The query form is stripped from access logs (see coco
 
 A browser logs in once with a token (or a Django user) and then carries a Django session: the session
 holds which token (or user) it stands for, never the plain token, and is checked again on every
-request, so revoking the token ends the session too.
+request, so revoking the token ends the session too. Live connections (WebSockets, MCP calls) check
+again on every call and when told to (tokens.recheck_connections: revocation, logout, password change).
 """
 
 import hashlib
@@ -17,7 +18,9 @@ from urllib.parse import parse_qs, urlsplit
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, get_user_model
+from django.contrib.auth import logout as django_logout
 from django.contrib.sessions.backends.base import SessionBase
+from django.http import HttpRequest
 from django.utils.module_loading import import_string
 from rest_framework import authentication, exceptions
 
@@ -106,13 +109,38 @@ def _same_origin(headers: dict[str, str]) -> bool:
     return bool(origin) and urlsplit(origin).netloc == headers.get("host")
 
 
-def _cookie_session_actor(headers: dict[str, str]) -> Actor | None:
-    cookie = SimpleCookie(headers.get("cookie", ""))
-    morsel = cookie.get(settings.SESSION_COOKIE_NAME)
-    if morsel is None or not _same_origin(headers):
-        return None
+def _cookie_session_key(headers: dict[str, str]) -> str | None:
+    morsel = SimpleCookie(headers.get("cookie", "")).get(settings.SESSION_COOKIE_NAME)
+    return morsel.value if morsel is not None and _same_origin(headers) else None
+
+
+def _stored_session_actor(session_key: str) -> Actor | None:
     store = import_string(f"{settings.SESSION_ENGINE}.SessionStore")
-    return session_actor(store(session_key=morsel.value))
+    return session_actor(store(session_key=session_key))
+
+
+def log_out(request: HttpRequest) -> None:
+    """End a browser session, and with it the live connections it opened (UI WebSocket, terminals)."""
+    actor = session_actor(request.session)
+    django_logout(request)  # flushes the whole session, the cocoon actor included
+    if actor is not None:
+        tokens.recheck_connections(actor.token_id)
+
+
+def recheck_user_connections(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """A Django user was saved or deleted (password changed, deactivated, removed): its connections check."""
+    tokens.recheck_connections(user_actor(instance).token_id)
+
+
+# -- live connections ------------------------------------------------------------------------------
+
+
+def current_actor(actor: Actor, session_key: str | None) -> Actor | None:
+    """Who a live connection stands for now, from its session (logged out, password changed, token revoked)
+    or its token (revoked); None once the credentials it was opened with no longer hold."""
+    if session_key is not None:
+        return _stored_session_actor(session_key)
+    return actor if tokens.is_live(actor) else None
 
 
 # -- ASGI --------------------------------------------------------------------------------------------
@@ -146,9 +174,14 @@ class WebSocketTokenMiddleware:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> Any:
         actor, headers, query = await request_actor(scope)
+        session_key = None
         if actor is None and _plain_token(headers, query) is None:
-            actor = await database_sync_to_async(_cookie_session_actor)(headers)
-        return await self.app(dict(scope, actor=actor, headers_by_name=headers, query=query), receive, send)
+            session_key = _cookie_session_key(headers)
+            if session_key is not None:
+                actor = await database_sync_to_async(_stored_session_actor)(session_key)
+        # session_key: how consumers check again later (auth.current_actor) that the session still holds.
+        scope = dict(scope, actor=actor, session_key=session_key, headers_by_name=headers, query=query)
+        return await self.app(scope, receive, send)
 
 
 class SessionActorAuthentication(authentication.BaseAuthentication):

@@ -170,7 +170,7 @@ class Methods:
         )
 
     def git_push(self, *, sandbox_id: str, branch: str, remote: str | None = None) -> Any:
-        """Push HEAD to a branch of a remote (default origin); GITHUB_TOKEN is used for the configured GitHub host only, passed per command, never stored."""
+        """Push HEAD to a branch of a remote (default origin) on the configured GitHub host. The commits leave the sandbox as a bundle that cocoond verifies and pushes itself: GITHUB_TOKEN never enters the sandbox."""
         return self.call("git.push", _params({"sandboxId": sandbox_id, "branch": branch, "remote": remote}))
 
     def git_status(self, *, sandbox_id: str) -> Any:
@@ -751,7 +751,7 @@ class AsyncMethods:
         )
 
     async def git_push(self, *, sandbox_id: str, branch: str, remote: str | None = None) -> Any:
-        """Push HEAD to a branch of a remote (default origin); GITHUB_TOKEN is used for the configured GitHub host only, passed per command, never stored."""
+        """Push HEAD to a branch of a remote (default origin) on the configured GitHub host. The commits leave the sandbox as a bundle that cocoond verifies and pushes itself: GITHUB_TOKEN never enters the sandbox."""
         return await self.call(
             "git.push", _params({"sandboxId": sandbox_id, "branch": branch, "remote": remote})
         )

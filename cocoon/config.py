@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events
 from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
 from cocoon.models import SettingsDocument
 from cocoon.schema import BOOLEAN, Schema, array, compile_schema, enum, integer, obj, string, validate
@@ -215,6 +216,9 @@ def _row() -> SettingsDocument:
 def get_settings() -> dict[str, Any]:
     row = SettingsDocument.objects.filter(pk=1).first()
     return deep_merge(DEFAULTS, row.overrides if row else {})
+
+
+events.register_types("settings.updated", visibility=Visibility.ADMIN)
 
 
 def _save(overrides: dict[str, Any], key: str, paths: list[str], actor: Actor) -> dict[str, Any]:

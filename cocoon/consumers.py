@@ -3,6 +3,7 @@
 import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -10,7 +11,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, events
+from cocoon import activity, auth, events, tokens
+from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError
 from cocoon.i18n import language_of_scope
 from cocoon.ids import new_id
@@ -19,14 +22,65 @@ from cocoon.registry import registry
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHORIZED = 4401
+SESSION_ENDED = _("This token was revoked or its session has ended.")
 MAX_SUBSCRIPTIONS = 100
+# How stale a credentials check may be before events or terminal input are passed on; calls always check.
+RECHECK_AFTER_S = 1.0
 
 
-class RpcConsumer(AsyncJsonWebsocketConsumer):
+class LiveCredentials:
+    """For WebSocket consumers: a connection lasts only as long as the token or session it was opened with.
+
+    It joins its actor's group (tokens.auth_group), where a revocation, a logout or a user's password
+    change asks it to check again (auth_recheck); it ends as soon as a check fails.
+    """
+
+    actor: Actor | None
+    auth_group: str | None = None
+    checked_at = 0.0
+
+    async def join_auth_group(self) -> None:
+        self.auth_group = tokens.auth_group(self.actor.token_id)
+        self.checked_at = time.monotonic()
+        await self.channel_layer.group_add(self.auth_group, self.channel_name)
+
+    async def leave_auth_group(self) -> None:
+        if self.auth_group is not None:
+            await self.channel_layer.group_discard(self.auth_group, self.channel_name)
+
+    async def still_authorized(self, max_age: float = 0) -> bool:
+        """Check the credentials again unless the last check is younger than max_age seconds."""
+        if self.actor is None:
+            return False
+        if time.monotonic() - self.checked_at < max_age:
+            return True
+        actor = await database_sync_to_async(auth.current_actor, thread_sensitive=False)(
+            self.actor, self.scope.get("session_key")
+        )
+        self.checked_at = time.monotonic()
+        if actor is None or self.actor is None:
+            return False
+        self.actor = actor  # a Django user's scope may have changed meanwhile
+        return True
+
+    async def auth_recheck(self, message: dict[str, Any]) -> None:
+        if not await self.still_authorized():
+            await self.end_session()
+
+    async def end_session(self) -> None:
+        """Close for good; the actor is forgotten first, so nothing more is answered or forwarded."""
+        if self.actor is None:
+            return
+        self.actor = None
+        await self.close(code=CLOSE_UNAUTHORIZED)
+
+
+class RpcConsumer(LiveCredentials, AsyncJsonWebsocketConsumer):
     """{"id", "method", "params"} -> {"id", "result"} | {"id", "error"}; events as {"subscription", "event"}.
 
     Calls run concurrently (a bounded wait must not hold up the next call or the events);
-    events.* run inline so a subscription's result always precedes its first event.
+    events.* run inline so a subscription's result always precedes its first event. Every call checks the
+    token (or session) again; events are forwarded only as far as the actor may see them.
     """
 
     async def connect(self) -> None:
@@ -40,12 +94,21 @@ class RpcConsumer(AsyncJsonWebsocketConsumer):
         if self.actor is None:
             await self.send_json({"id": None, "error": self._render(RpcError(ErrorCode.UNAUTHORIZED))})
             await self.close(code=CLOSE_UNAUTHORIZED)
+            return
+        await self.join_auth_group()
 
     async def disconnect(self, code: int) -> None:
         for task in self.calls:
             task.cancel()
         if self.subscriptions:
             await self.channel_layer.group_discard(events.ALL_EVENTS_GROUP, self.channel_name)
+        await self.leave_auth_group()
+
+    async def end_session(self, call_id: Any = None) -> None:
+        if self.actor is not None:
+            error = RpcError(ErrorCode.UNAUTHORIZED, SESSION_ENDED)
+            await self.send_json({"id": call_id, "error": self._render(error)})
+        await super().end_session()
 
     @classmethod
     async def decode_json(cls, text_data: str) -> Any:
@@ -75,18 +138,22 @@ class RpcConsumer(AsyncJsonWebsocketConsumer):
         self.calls.add(task)
         task.add_done_callback(self.calls.discard)
 
-    def _dispatch_inline(self, content: dict[str, Any]) -> Any:
+    def _dispatch_inline(self, content: dict[str, Any], actor: Actor) -> Any:
         return registry.dispatch(
-            content["method"], content.get("params"), self.actor, self.language, connection=self
+            content["method"], content.get("params"), actor, self.language, connection=self
         )
 
-    async def _dispatch_in_thread(self, content: dict[str, Any]) -> Any:
-        return await database_sync_to_async(self._dispatch_inline, thread_sensitive=False)(content)
+    async def _dispatch_in_thread(self, content: dict[str, Any], actor: Actor) -> Any:
+        return await database_sync_to_async(self._dispatch_inline, thread_sensitive=False)(content, actor)
 
     async def _answer(self, content: dict[str, Any], dispatch: Any) -> None:
         call_id = content.get("id")
+        if not await self.still_authorized():
+            await self.end_session(call_id)
+            return
         try:
-            result = dispatch(content)
+            # The actor as just checked: another call may end the session while this one runs.
+            result = dispatch(content, self.actor)
             if asyncio.iscoroutine(result):
                 result = await result
         except RpcError as error:
@@ -116,11 +183,18 @@ class RpcConsumer(AsyncJsonWebsocketConsumer):
 
     async def event_message(self, message: dict[str, Any]) -> None:
         event: events.Event = message["event"]
+        if self.actor is None or not self.actor.may_see(message.get("visibility", Visibility.ADMIN)):
+            return
+        matching = [name for name, filters in self.subscriptions.items() if events.matches(filters, event)]
+        if not matching:
+            return
+        if not await self.still_authorized(max_age=RECHECK_AFTER_S):
+            await self.end_session()
+            return
         if event["type"] == "activity":
             data = event["data"]
             event = dict(
                 event, data=data | {"message": activity.render(data["key"], data["params"], self.language)}
             )
-        for subscription, filters in self.subscriptions.items():
-            if events.matches(filters, event):
-                await self.send_json({"subscription": subscription, "event": event})
+        for subscription in matching:
+            await self.send_json({"subscription": subscription, "event": event})

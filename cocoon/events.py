@@ -4,6 +4,9 @@ Events go to the group "events.all"; each connection filters by its subscription
 agent). Events about an agent also go to "agent.<id>", where synchronous code can listen() for them
 (agent.wait). Publishing waits for the surrounding transaction to commit, so no one hears of a change
 that was rolled back.
+
+Each event type is declared with register_types() next to the code that publishes it, with who may see
+it (Visibility); a connection hears only what its actor may see, and an undeclared type is admin-only.
 """
 
 import asyncio
@@ -17,6 +20,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
+from cocoon.choices import Visibility
 from cocoon.ids import new_id
 
 logger = logging.getLogger(__name__)
@@ -24,6 +28,15 @@ logger = logging.getLogger(__name__)
 ALL_EVENTS_GROUP = "events.all"
 HANDLER_TYPE = "event.message"  # -> consumer method event_message
 T = TypeVar("T")
+VISIBILITY: dict[str, str] = {}  # event type -> Visibility; types not in it are admin-only
+
+
+def register_types(*event_types: str, visibility: Visibility) -> None:
+    """Declare event types and who may see them (agent tokens only what their methods could read)."""
+    duplicate = VISIBILITY.keys() & set(event_types)
+    if duplicate:
+        raise ValueError(f"event types registered twice: {sorted(duplicate)}")
+    VISIBILITY.update(dict.fromkeys(event_types, visibility))
 
 
 def agent_group(agent_id: str) -> str:
@@ -58,13 +71,16 @@ def publish(
     *,
     sandbox_id: str | None = None,
     agent_id: str | None = None,
+    visibility: str | None = None,
 ) -> Event:
+    """Send an event once the transaction commits; visibility overrides the type's (activity entries)."""
     event = Event(id=new_id("ev"), type=event_type, at=timezone.now().isoformat(), data=data)
     if sandbox_id:
         event["sandboxId"] = sandbox_id
     if agent_id:
         event["agentId"] = agent_id
-    transaction.on_commit(lambda: _send(event))
+    visibility = visibility or VISIBILITY.get(event_type, Visibility.ADMIN)
+    transaction.on_commit(lambda: _send(event, visibility))
     return event
 
 
@@ -80,20 +96,23 @@ def _on_layer_loop(coroutine: Coroutine[Any, Any, T], timeout: float = 10) -> T:
     return async_to_sync(run)()
 
 
-def _send(event: Event) -> None:
+def _send(event: Event, visibility: str) -> None:
+    message = {"type": HANDLER_TYPE, "event": event, "visibility": visibility}
+    send_to_group(ALL_EVENTS_GROUP, message)
+    if agent_id := event.get("agentId"):
+        send_to_group(agent_group(agent_id), message)
+
+
+def send_to_group(group: str, message: dict[str, Any]) -> None:
+    """Send a channel-layer message to a group from synchronous code, now (callers wait for their commit)."""
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {"type": HANDLER_TYPE, "event": event}
-    groups = [ALL_EVENTS_GROUP]
-    if agent_id := event.get("agentId"):
-        groups.append(agent_group(agent_id))
     try:
-        for group in groups:
-            _on_layer_loop(layer.group_send(group, message))
+        _on_layer_loop(layer.group_send(group, message))
     except Exception:
-        # A lost event must never undo the state change that caused it.
-        logger.exception("could not publish event %s", event["type"])
+        # A lost message must never undo the state change that caused it.
+        logger.exception("could not send %s to %s", message["type"], group)
 
 
 @contextmanager

@@ -3,15 +3,19 @@
 Only `agent_side` methods become tools (never `admin` ones), named like `sandbox_create`, with the
 registry's descriptions and JSON Schemas; results come back as structured content plus JSON text.
 Daphne runs no ASGI lifespan, so the SDK's session manager is started lazily, once per process, by the
-first request; auth happens here because Django's middleware does not run for this path.
+first request; auth happens here because Django's middleware does not run for this path. A request in
+flight is cancelled, and answered 401, when its token is revoked meanwhile (tokens.recheck_connections).
 """
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Awaitable
 from typing import Any
 
 import mcp_types as types
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 from mcp.server.lowlevel import Server
@@ -19,7 +23,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 import cocoon
+from cocoon import tokens
+from cocoon.actors import Actor
 from cocoon.auth import request_actor
+from cocoon.consumers import SESSION_ENDED
 from cocoon.errors import ErrorCode, RpcError
 from cocoon.i18n import language_of_scope
 from cocoon.registry import Method, registry
@@ -115,12 +122,50 @@ class McpApp:
             await _unauthorized(send, language)
             return
         manager = await self._started()
-        await manager.handle_request(dict(scope, actor=actor, cocoon_language=language), receive, send)
+        response_started = False
+
+        async def tracked_send(message: dict) -> None:
+            nonlocal response_started
+            response_started = response_started or message["type"] == "http.response.start"
+            await send(message)
+
+        request = manager.handle_request(
+            dict(scope, actor=actor, cocoon_language=language), receive, tracked_send
+        )
+        if await _revoked_while(request, actor) and not response_started:
+            await _unauthorized(send, language, RpcError(ErrorCode.UNAUTHORIZED, SESSION_ENDED))
 
 
-async def _unauthorized(send: Any, language: str) -> None:
+async def _revoked_while(request: Awaitable[None], actor: Actor) -> bool:
+    """Serve one request, listening on the actor's auth group meanwhile: if the token is revoked before the
+    request is done, cancel it (a long agent.wait must not answer a revoked token) and return True."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    group = tokens.auth_group(actor.token_id)
+    await layer.group_add(group, channel)
+    serving = asyncio.ensure_future(request)
+    recheck: asyncio.Future | None = None
+    try:
+        while True:
+            recheck = asyncio.ensure_future(layer.receive(channel))
+            await asyncio.wait({serving, recheck}, return_when=asyncio.FIRST_COMPLETED)
+            if serving.done():
+                serving.result()  # re-raise what the SDK raised
+                return False
+            if not await database_sync_to_async(tokens.is_live, thread_sensitive=False)(actor):
+                return True
+    finally:
+        for task in (serving, recheck):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await layer.group_discard(group, channel)
+
+
+async def _unauthorized(send: Any, language: str, error: RpcError | None = None) -> None:
     with translation.override(language):
-        body = json.dumps({"error": RpcError(ErrorCode.UNAUTHORIZED).render()}).encode()
+        body = json.dumps({"error": (error or RpcError(ErrorCode.UNAUTHORIZED)).render()}).encode()
     await send(
         {
             "type": "http.response.start",

@@ -256,6 +256,7 @@ def tokens_revoke(call: Call) -> dict[str, Any]:
 )
 def activity_list(call: Call) -> list[dict[str, Any]]:
     entries = activity.list_entries(
+        call.actor,
         limit=call.params.get("limit", 50),
         before=call.params.get("before"),
         sandbox_id=call.params.get("sandboxId", ""),

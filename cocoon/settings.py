@@ -135,7 +135,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": "cocoon"},
+            # Every consumer waits on Redis with a blocking pop of up to 5 s, redis-py's default read
+            # timeout: the two raced, and an idle WebSocket died with 1011 after about 5 s.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "prefix": "cocoon"},
         }
     }
     CELERY_BROKER_URL = REDIS_URL

@@ -10,13 +10,14 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity
+from cocoon import activity, events
 from cocoon.actors import ENV_ACTOR, Actor
 from cocoon.choices import TokenScope
 from cocoon.errors import ErrorCode, RpcError
 from cocoon.models import ApiToken
 
 TOKEN_PREFIX = "cct_"
+RECHECK_TYPE = "auth.recheck"  # -> consumer method auth_recheck
 # last_used_at is informational; writing it on every request would serialize all requests on SQLite.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -43,6 +44,23 @@ def authenticate(plain: str | None) -> Actor | None:
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return Actor(token_id=token.id, name=token.name, scope=token.scope)
+
+
+def is_live(actor: Actor) -> bool:
+    """Whether a token's actor still holds (not revoked); COCOON_TOKEN holds for the process's life."""
+    return actor == ENV_ACTOR or ApiToken.objects.filter(pk=actor.token_id).exists()
+
+
+def auth_group(token_id: str) -> str:
+    """The channel-layer group of every live connection opened as this token (or Django user)."""
+    return "auth." + token_id.replace(":", "-")  # group names allow no ":" (users are "user:<pk>")
+
+
+def recheck_connections(token_id: str) -> None:
+    """Once committed, every live connection (WebSocket, terminal, MCP call) opened as this actor checks its
+    credentials again and ends if they no longer hold: token revoked, logged out, password changed."""
+    group = auth_group(token_id)
+    transaction.on_commit(lambda: events.send_to_group(group, {"type": RECHECK_TYPE}))
 
 
 def serialize(token: ApiToken) -> dict:
@@ -80,6 +98,8 @@ def revoke_token(token_id: str, *, actor: Actor) -> None:
                 _("The last admin token cannot be revoked: create another admin token first."),
             )
         token.delete()
+        # Before the activity entry: its connections must be gone before their own revocation is published.
+        recheck_connections(token_id)
         activity.record("token.revoked", {"name": token.name}, actor=actor)
         if token.bootstrap:
             transaction.on_commit(lambda: settings.ADMIN_TOKEN_FILE.unlink(missing_ok=True))

@@ -119,9 +119,10 @@ def forget_ack() -> None:
 
 
 def publish() -> int:
-    """Write the policy if it changed; returns the version that holds it."""
-    document = build()
+    """Write the policy if it changed; returns the version that holds it. Built under the lock: a
+    document built before another writer's newer one must not be written after it (a lost revocation)."""
     with _locked():
+        document = build()
         previous = current() or {}
         version = previous.get("version", 0)
         if {key: value for key, value in previous.items() if key != "version"} != document:

@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events
 from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError
 from egress import policy
 from egress.local import ensure_local_proxy, local_proxy_running
@@ -23,6 +24,10 @@ from sandboxes.drivers.base import DriverError, SandboxSpec
 
 logger = logging.getLogger(__name__)
 ACK_TIMEOUT_S = 10
+# Denied attempts keep this many distinct hosts per sandbox; the rest are counted under OTHER_HOSTS
+# (no host name: the one-click allow refuses it).
+MAX_DENIED_HOSTS = 100
+OTHER_HOSTS = "*"
 PROXY_URL = "http://cocoon-proxy:3128"
 CREDENTIAL_URL = "http://cocoon-proxy:8080"
 # The credential proxy is reached directly, never through the forward proxy.
@@ -34,6 +39,7 @@ activity.register_messages(
         "egress.allowed_for_sandbox": _("Egress to %(host)s was allowed for sandbox %(sandbox)s."),
     }
 )
+events.register_types("egress.denied", visibility=Visibility.ADMIN)
 
 
 def enforced() -> bool:
@@ -116,11 +122,15 @@ def grant(sandbox: Any, provider_ids: list[str]) -> None:
 
 
 def collect_denied() -> int:
-    """Move the proxy's denied.jsonl into the database; returns how many attempts were read."""
+    """Move the proxy's denied.jsonl into the database; returns how many attempts it counted.
+
+    The proxy already folds attempts per second; here each sandbox keeps at most MAX_DENIED_HOSTS
+    distinct hosts, the rest are counted under OTHER_HOSTS, so a flood of random names makes a bounded
+    number of rows and events."""
     path = policy.egress_dir() / "denied.jsonl"
     taken = path.with_name("denied.jsonl.collecting")
     try:
-        os.replace(path, taken)  # the proxy opens the file per line, so it starts a new one
+        os.replace(path, taken)  # the proxy opens the file per write, so it starts a new one
     except FileNotFoundError:
         return 0
     entries = []
@@ -130,25 +140,42 @@ def collect_denied() -> int:
         except ValueError:
             logger.warning("skipping a malformed denied entry")
     taken.unlink()
-    changed = {}
+    changed, hosts, counted = {}, {}, 0
     with transaction.atomic():
         for entry in entries:
-            at = datetime.fromtimestamp(float(entry.get("at", 0)), tz=UTC)
-            key = {
-                "sandbox_id": entry.get("sandboxId") or "",
-                "host": str(entry.get("host", ""))[:300],
-                "port": int(entry.get("port") or 0),
-                "reason": str(entry.get("reason", ""))[:32],
-            }
+            try:
+                at = datetime.fromtimestamp(float(entry.get("at", 0)), tz=UTC)
+                first = datetime.fromtimestamp(float(entry.get("first", entry.get("at", 0))), tz=UTC)
+                count = max(1, int(entry.get("count") or 1))
+                key = {
+                    "sandbox_id": str(entry.get("sandboxId") or ""),
+                    "host": str(entry.get("host", ""))[:300],
+                    "port": int(entry.get("port") or 0),
+                    "reason": str(entry.get("reason", ""))[:32],
+                }
+            except (TypeError, ValueError, OverflowError):
+                logger.warning("skipping a malformed denied entry")
+                continue
+            sandbox_hosts = hosts.get(key["sandbox_id"])
+            if sandbox_hosts is None:
+                rows = DeniedAttempt.objects.filter(sandbox_id=key["sandbox_id"])
+                sandbox_hosts = hosts[key["sandbox_id"]] = set(rows.values_list("host", flat=True))
+            if key["host"] not in sandbox_hosts:
+                if len(sandbox_hosts) >= MAX_DENIED_HOSTS:
+                    key |= {"host": OTHER_HOSTS, "port": 0}
+                sandbox_hosts.add(key["host"])
             row, created = DeniedAttempt.objects.get_or_create(
-                **key, defaults={"source": entry.get("source", ""), "first_at": at, "last_at": at, "count": 1}
+                **key,
+                defaults={"source": str(entry.get("source", ""))[:64], "first_at": first, "last_at": at}
+                | {"count": count},
             )
             if not created:
-                DeniedAttempt.objects.filter(pk=row.pk).update(count=F("count") + 1, last_at=at)
+                DeniedAttempt.objects.filter(pk=row.pk).update(count=F("count") + count, last_at=at)
             changed[row.pk] = row
+            counted += count
     for row in DeniedAttempt.objects.filter(pk__in=changed):
         events.publish("egress.denied", serialize_denied(row), sandbox_id=row.sandbox_id or None)
-    return len(entries)
+    return counted
 
 
 def serialize_denied(row: DeniedAttempt) -> dict[str, Any]:

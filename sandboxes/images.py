@@ -7,6 +7,7 @@ from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError
 from sandboxes.choices import Capability, ImageVariant
 from sandboxes.drivers import get_driver
@@ -22,6 +23,7 @@ activity.register_messages(
         "image.build_failed": _("Building image %(tag)s failed."),
     }
 )
+events.register_types("image.build", visibility=Visibility.ADMIN)
 
 
 def image_tag(variant: str) -> str:

@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events
 from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
 from egress import services as egress
 from sandboxes.choices import NetworkMode, SandboxState
@@ -54,8 +55,10 @@ activity.register_messages(
         "sandbox.stopped": _("Sandbox %(name)s was stopped."),
         "sandbox.deleted": _("Sandbox %(name)s was deleted."),
         "sandbox.missing": _("The container of sandbox %(name)s is gone."),
-    }
+    },
+    visibility=Visibility.AGENT,
 )
+events.register_types("sandbox.updated", "sandbox.deleted", visibility=Visibility.AGENT)
 
 
 def serialize(sandbox: Sandbox) -> dict[str, Any]:

@@ -17,7 +17,9 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events, vault
 from cocoon.actors import Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, field_error
+from sandboxes import gitpush
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import WORKSPACE, DriverError, ExecResult
 from sandboxes.services import GIT_ENV, get_sandbox, require_running
@@ -36,8 +38,10 @@ activity.register_messages(
         "git.committed": _("Commit %(commit)s in sandbox %(name)s."),
         "git.pushed": _("Branch %(branch)s was pushed from sandbox %(name)s."),
         "git.pr_created": _("Pull request #%(number)s was opened from sandbox %(name)s."),
-    }
+    },
+    visibility=Visibility.AGENT,
 )
+events.register_types("workspace.updated", visibility=Visibility.AGENT)
 
 # Shared by every script: is $1 inside one of the roots in $COCOON_ROOTS?
 PRELUDE = """
@@ -391,30 +395,34 @@ def git_commit(
     return {"commit": commit}
 
 
-def _remote_url(sandbox_id: str, remote: str) -> str:
-    result = _git(sandbox_id, "remote", "get-url", "--", remote)
+def _remote_url(sandbox_id: str, remote: str, *, push: bool = False) -> str:
+    result = _git(sandbox_id, "remote", "get-url", *(["--push"] if push else []), "--", remote)
     if result.exit_code != 0:
         raise RpcError(ErrorCode.NOT_FOUND, _("The remote %(remote)s does not exist."), remote=remote)
-    return result.stdout.decode().strip()
+    return result.stdout.decode(errors="replace").strip()
 
 
 def _github_base() -> str:
     return config.get_settings()["git"]["githubUrl"].rstrip("/")
 
 
-def _token_env(url: str) -> dict[str, str]:
-    """GITHUB_TOKEN for this one command, as GIT_CONFIG_* variables scoped to the GitHub host: never in
-    argv, never in a git config file, never sent to another remote."""
-    token = vault.read_secret("GITHUB_TOKEN")
+def _github_repository(sandbox_id: str, remote: str, *, push: bool = False) -> tuple[str, str, str]:
+    """The remote's URL, owner and name. The sandbox configured it, so anything but a repository on
+    the configured GitHub host (file paths, ssh, ext::, other hosts, dot segments) is refused."""
+    url = _remote_url(sandbox_id, remote, push=push)
     base = _github_base()
-    if not token or not url.startswith(base + "/"):
-        return {}
-    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    return {
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": f"http.{base}/.extraHeader",
-        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
-    }
+    match = re.fullmatch(re.escape(base) + r"/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", url, re.ASCII)
+    if not match or {match[1], match[2]} & {".", ".."}:
+        raise RpcError(
+            ErrorCode.FORBIDDEN,
+            _(
+                "The remote %(remote)s is not a repository on %(host)s: "
+                "cocoon pushes and opens pull requests only there."
+            ),
+            remote=remote,
+            host=base,
+        )
+    return url, match[1], match[2]
 
 
 def git_push(sandbox_id: str, branch: str, remote: str = "origin", *, actor: Actor) -> dict[str, Any]:
@@ -423,20 +431,8 @@ def git_push(sandbox_id: str, branch: str, remote: str = "origin", *, actor: Act
         raise RpcError(ErrorCode.INVALID_PARAMS, _("%(branch)s is not a valid branch name."), branch=branch)
     if not REMOTE.match(remote):
         raise RpcError(ErrorCode.INVALID_PARAMS, _("%(remote)s is not a valid remote name."), remote=remote)
-    url = _remote_url(sandbox_id, remote)
-    result = _git(
-        sandbox_id,
-        "push",
-        "--porcelain",
-        "--",
-        remote,
-        f"HEAD:refs/heads/{branch}",
-        env=_token_env(url),
-        timeout=600,
-    )
-    if result.exit_code != 0:
-        last = (result.stderr.decode(errors="replace").strip().splitlines() or [""])[-1]
-        raise RpcError(ErrorCode.CONFLICT, _("The push was refused."), details={"git": last[:500]})
+    url = _github_repository(sandbox_id, remote, push=True)[0]
+    gitpush.push(sandbox_id, url, _github_base(), branch)
     _changed(sandbox, "git.pushed", actor, branch=branch)
     return {"remote": remote, "branch": branch}
 
@@ -445,17 +441,14 @@ def create_pull_request(
     sandbox_id: str, title: str, body: str, base: str, head: str, remote: str = "origin", *, actor: Actor
 ) -> dict[str, Any]:
     sandbox = _running_sandbox(sandbox_id)
-    url = _remote_url(sandbox_id, remote)
-    match = re.match(re.escape(_github_base()) + r"/([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url)
-    if not match:
-        raise RpcError(ErrorCode.CONFLICT, _("The remote is not a GitHub repository."))
+    _url, owner, name = _github_repository(sandbox_id, remote)
     token = vault.read_secret("GITHUB_TOKEN")
     if not token:
         raise RpcError(ErrorCode.CONFLICT, _("The secret GITHUB_TOKEN is not set."))
     api = config.get_settings()["git"]["githubApiUrl"].rstrip("/")
     try:
         response = httpx.post(
-            f"{api}/repos/{match[1]}/{match[2]}/pulls",
+            f"{api}/repos/{owner}/{name}/pulls",
             json={"title": title, "body": body, "base": base, "head": head},
             headers={
                 "Authorization": f"Bearer {token}",

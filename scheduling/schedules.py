@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events
 from cocoon.actors import SYSTEM_ACTOR, Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, field_error
 from sandboxes.models import Sandbox
 from scheduling import cron, services
@@ -35,8 +36,10 @@ activity.register_messages(
         "schedule.caught_up": _(
             "Schedule %(name)s missed %(missed)s runs while cocoon was down; one run was started."
         ),
-    }
+    },
+    visibility=Visibility.AGENT,
 )
+events.register_types("schedule.updated", "schedule.deleted", visibility=Visibility.AGENT)
 
 
 def serialize(schedule: Schedule) -> dict[str, Any]:

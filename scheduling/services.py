@@ -23,6 +23,7 @@ from agents.models import AgentProfile
 from agents.profiles import ensure_profiles
 from cocoon import activity, events
 from cocoon.actors import SYSTEM_ACTOR, Actor
+from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, ServiceError, interpolate_lazy
 from cocoon.i18n import LANGUAGES
 from egress.providers import all_providers
@@ -57,8 +58,10 @@ activity.register_messages(
         "task.cancelled": _("Task %(task)s was cancelled."),
         "task.approved": _("Task %(task)s was approved."),
         "task.rejected": _("Task %(task)s was rejected."),
-    }
+    },
+    visibility=Visibility.AGENT,
 )
+events.register_types("task.updated", visibility=Visibility.AGENT)
 
 # Why a task failed or was closed: stored as key + params, rendered in each reader's language.
 REASONS: dict[str, Any] = {

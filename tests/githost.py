@@ -39,7 +39,7 @@ class GitHost:
         return header == f"Bearer {self.token}"
 
     def _handle(self, request: BaseHTTPRequestHandler) -> None:
-        body = request.rfile.read(int(request.headers.get("Content-Length") or 0))
+        body = self._body(request)
         self.requests.append(
             {"method": request.command, "path": request.path, "headers": dict(request.headers), "body": body}
         )
@@ -47,6 +47,17 @@ class GitHost:
             self._api(request, body)
         else:
             self._git(request, body)
+
+    @staticmethod
+    def _body(request: BaseHTTPRequestHandler) -> bytes:
+        if request.headers.get("Transfer-Encoding", "").lower() != "chunked":
+            return request.rfile.read(int(request.headers.get("Content-Length") or 0))
+        body = b""  # git sends bodies over http.postBuffer chunked
+        while size := int(request.rfile.readline().split(b";")[0], 16):
+            body += request.rfile.read(size)
+            request.rfile.readline()
+        request.rfile.readline()
+        return body
 
     def _api(self, request: BaseHTTPRequestHandler, body: bytes) -> None:
         if not self._authorized(request, "Bearer"):
@@ -84,6 +95,7 @@ class GitHost:
             "REQUEST_METHOD": request.command,
             "CONTENT_TYPE": request.headers.get("Content-Type", ""),
             "CONTENT_LENGTH": str(len(body)),
+            "GIT_PROTOCOL": request.headers.get("Git-Protocol", ""),  # v2, as GitHub speaks it
             "PATH": "/usr/bin:/bin",
         }
         if pushing:

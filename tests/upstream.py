@@ -54,11 +54,30 @@ class Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _skip(self, size: int) -> int:
+        left = size
+        while left and (data := self.rfile.read(min(left, 65536))):
+            left -= len(data)
+        return size - left
+
+    def _drain(self) -> int:
+        """Read the request body in pieces (benchmarks send gigabytes); returns its size."""
+        if (self.headers.get("Transfer-Encoding") or "").lower() != "chunked":
+            return self._skip(int(self.headers.get("Content-Length") or 0))
+        size = 0
+        while chunk := int(self.rfile.readline().split(b";")[0] or b"0", 16):
+            size += self._skip(chunk)
+            self.rfile.readline()
+        while self.rfile.readline() not in {b"\r\n", b""}:  # trailers
+            pass
+        return size
+
     def do_GET(self) -> None:
         self._record()
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
+        received = self._drain()
+        if self.path.endswith("/sink"):
+            self._send(200, f"received {received}".encode())
+            return
         keys = [self.headers.get("x-api-key"), (self.headers.get("authorization") or "")[7:]]
         if self.path.endswith("/models"):
             if STANDIN_KEY not in keys:

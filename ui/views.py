@@ -9,7 +9,6 @@ from typing import Any
 
 from django.contrib.auth import authenticate
 from django.contrib.auth import login as django_login
-from django.contrib.auth import logout as django_logout
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -18,7 +17,7 @@ from django.utils.http import content_disposition_header
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from cocoon.auth import log_in_session
+from cocoon.auth import log_in_session, log_out
 from cocoon.setup import CHECKS
 from sandboxes.choices import Capability, NetworkMode
 from ui.diff import parse_patch
@@ -51,7 +50,7 @@ def login(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def logout(request: HttpRequest) -> HttpResponse:
-    django_logout(request)  # flushes the whole session, the cocoon actor included
+    log_out(request)
     return redirect("ui:login")
 
 

@@ -6,9 +6,14 @@ appended to denied.jsonl, which cocoond collects.
 
 Every decision uses one canonical host form, the sandbox is identified only by the source address,
 the validated address is the one dialled (no second resolution), and exactly one request is
-forwarded per connection (no pipelining, no redirects followed).
+forwarded per connection (no pipelining, no redirects followed): heads are parsed strictly (RFC 9112,
+CRLF only), bodies are streamed in bounded pieces, and nothing the client sends after its one request
+goes anywhere. One source cannot starve the others: connections are capped per source and in total
+(429 beyond), a request head must arrive within seconds, and denied attempts are folded in memory and
+written at most once a second, with a bound on distinct hosts per source.
 """
 
+import collections
 import contextlib
 import ipaddress
 import json
@@ -31,15 +36,34 @@ FORWARD_PORT = int(os.environ.get("COCOON_EGRESS_FORWARD_PORT", "3128"))
 CREDENTIAL_PORT = int(os.environ.get("COCOON_EGRESS_CREDENTIAL_PORT", "8080"))
 ALLOWED_PORTS = {80, 443}
 MAX_HEAD = 64 * 1024
+MAX_LINE = 4096  # a chunk-size or trailer line
+PIECE = 65536  # bodies and responses move in pieces of at most this size
+HEAD_TIMEOUT_S = 10  # for the whole request head, however slowly it trickles in
 IDLE_TIMEOUT_S = 300
 DIAL_TIMEOUT_S = 10
+# A sandbox's held connections (idle or tunnels) must not use up what the others need; the total stays
+# below the container's pids limit (a thread per connection).
+MAX_PER_SOURCE = 512
+MAX_TOTAL = 3000
+THREAD_STACK = 256 * 1024
+DENIED_FLUSH_S = 1.0
+MAX_DENIED_HOSTS = 20  # distinct hosts per source and flush; the rest are counted under OTHER_HOSTS
+OTHER_HOSTS = "*"
 RELOAD_INTERVAL_S = 0.05
 # Never passed on: hop-by-hop headers and anything that claims to say who the client is.
 DROPPED_HEADERS = re.compile(
     r"^(connection|keep-alive|proxy-.*|te|trailer|upgrade|forwarded|x-forwarded-.*|x-upstream-.*|"
     r"x-real-ip|via)$"
 )
-TOKEN_CHARS = re.compile(r"^[A-Za-z0-9_-]+$")
+# RFC 9110/9112: token, field value (no CR, LF, NUL or other controls but HTAB), origin or absolute
+# form of visible ASCII.
+TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+REQUEST_LINE = re.compile(rb"(" + TOKEN + rb") ([\x21-\x7e]+) HTTP/1\.([01])")
+FIELD = re.compile(rb"(" + TOKEN + rb"):[ \t]*([\t\x20-\x7e\x80-\xff]*?)[ \t]*")
+BARE_CR_OR_LF = re.compile(rb"\r(?=[^\n])|(?<!\r)\n")
+CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})(;[\t\x20-\x7e]*)?")
+# A path segment that is . or .. (also percent-encoded): it would leave the provider's base path.
+DOT_SEGMENT = re.compile(r"/(\.|%2e){1,2}(/|\?|#|$)", re.IGNORECASE)
 
 
 class Denied(Exception):
@@ -107,15 +131,56 @@ def watch_policy(seen: tuple[int, int, int] | None) -> None:
         seen = load_policy(seen)
 
 
-_denied_lock = threading.Lock()
+class DeniedLog:
+    """Denied attempts folded per source, host, port and reason (a count, first and last seen) and
+    appended to denied.jsonl at most once per DENIED_FLUSH_S: a flood of random names costs a bounded
+    number of lines, rows and events, yet every attempt is counted."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: dict[tuple[str, str, int, str], dict[str, Any]] = {}
+        self.hosts: collections.Counter[str] = collections.Counter()
+
+    def add(self, source: str, host: str, port: int, reason: str) -> None:
+        now = time.time()
+        with self.lock:
+            key = (source, host, port, reason)
+            if key not in self.pending:
+                if self.hosts[source] >= MAX_DENIED_HOSTS:
+                    key = (source, OTHER_HOSTS, 0, reason)
+                else:
+                    self.hosts[source] += 1
+            entry = self.pending.setdefault(key, {"count": 0, "first": now})
+            entry["count"] += 1
+            entry["at"] = now
+
+    def flush(self) -> None:
+        with self.lock:
+            pending, self.pending, self.hosts = self.pending, {}, collections.Counter()
+        if not pending:
+            return
+        lines = []
+        for (source, host, port, reason), entry in pending.items():
+            sandbox = policy.sandboxes.get(source, {}).get("id")
+            lines.append(
+                json.dumps(
+                    {"sandboxId": sandbox, "source": source, "host": host, "port": port}
+                    | {"reason": reason, **entry}
+                )
+            )
+        with open(os.path.join(DIR, "denied.jsonl"), "a") as file:
+            file.write("\n".join(lines) + "\n")
+
+    def write_forever(self) -> None:
+        while True:
+            time.sleep(DENIED_FLUSH_S)
+            try:
+                self.flush()
+            except OSError as error:
+                print(f"denied attempts not written: {error}", file=sys.stderr, flush=True)
 
 
-def report_denied(source: str, host: str, port: int, reason: str) -> None:
-    sandbox = policy.sandboxes.get(source, {}).get("id")
-    entry = {"sandboxId": sandbox, "source": source, "host": host, "port": port, "reason": reason}
-    line = json.dumps({**entry, "at": time.time()}) + "\n"
-    with _denied_lock, open(os.path.join(DIR, "denied.jsonl"), "a") as file:
-        file.write(line)
+denied_log = DeniedLog()
 
 
 # -- hosts ------------------------------------------------------------------------------------------
@@ -153,6 +218,30 @@ def ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | Non
     return ip
 
 
+# IPv6 addresses that stand for an IPv4 one: judged by that address. (A DNS64 resolver answers
+# 64:ff9b::<public IPv4> for ordinary public hosts, so the well-known NAT64 prefix is not refused whole.)
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+# Refused whole: local-use NAT64 (RFC 8215), Teredo (the relay decides where it goes), the deprecated
+# IPv4-compatible ::a.b.c.d, IPv4-translated ::ffff:0:a.b.c.d and site-local fec0::/10.
+REFUSED_V6 = [
+    ipaddress.IPv6Network(network)
+    for network in ("64:ff9b:1::/48", "2001::/32", "::/96", "::ffff:0:0:0/96", "fec0::/10")
+]
+
+
+def public_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ip may be dialled for a sandbox: a global unicast address, also inside IPv6."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in network for network in REFUSED_V6):
+            return False
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is None and ip in NAT64:
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            return public_address(embedded)
+    return ip.is_global and not ip.is_multicast
+
+
 def resolve(host: str, port: int, *, public_only: bool) -> str:
     """The one address to dial. With public_only, every answer must be a global address (a name
     whose resolver answers with a private address is refused, whatever else it answers)."""
@@ -168,7 +257,7 @@ def resolve(host: str, port: int, *, public_only: bool) -> str:
     if public_only:
         for address in addresses:
             ip = ip_literal(address.split("%")[0])
-            if ip is None or not ip.is_global or ip.is_multicast:
+            if ip is None or not public_address(ip):
                 raise Denied("private_address")
     return addresses[0]
 
@@ -194,99 +283,149 @@ class Request:
         return [value for key, value in self.headers if key.lower() == name]
 
 
-def read_until(connection: socket.socket, buffered: bytearray, end: bytes) -> bytes:
-    """Bytes up to and without end (taken from buffered, reading more as needed), at most MAX_HEAD."""
-    while end not in buffered:
-        if len(buffered) > MAX_HEAD:
-            raise Denied("bad_request", 400)
-        chunk = connection.recv(65536)
+class Reader:
+    """The client's side of a connection: bytes read but not used yet stay in buffered. Until
+    deadline is cleared, every read must finish by it (a head trickled in byte by byte times out)."""
+
+    def __init__(self, connection: socket.socket, deadline: float | None = None) -> None:
+        self.connection = connection
+        self.buffered = bytearray()
+        self.deadline = deadline
+
+    def _fill(self) -> None:
+        timeout = IDLE_TIMEOUT_S
+        if self.deadline is not None:
+            timeout = self.deadline - time.monotonic()
+            if timeout <= 0:
+                raise TimeoutError
+        self.connection.settimeout(timeout)
+        chunk = self.connection.recv(PIECE)
         if not chunk:
             raise Denied("bad_request", 400)
-        buffered += chunk
-    taken, _, rest = bytes(buffered).partition(end)
-    buffered[:] = rest
-    return taken
+        self.buffered += chunk
+
+    def until(self, end: bytes, limit: int) -> bytes:
+        """Bytes up to (without) end, at most limit of them; a bare CR or LF on the way is refused."""
+        searched = 0
+        while (found := self.buffered.find(end, max(0, searched - len(end)))) < 0:
+            if len(self.buffered) > limit or BARE_CR_OR_LF.search(self.buffered, max(0, searched - 1)):
+                raise Denied("bad_request", 400)
+            searched = len(self.buffered)
+            self._fill()
+        if found > limit or BARE_CR_OR_LF.search(self.buffered, 0, found + len(end)):
+            raise Denied("bad_request", 400)
+        taken = bytes(self.buffered[:found])
+        del self.buffered[: found + len(end)]
+        return taken
+
+    def some(self, most: int) -> bytes:
+        if not self.buffered:
+            self._fill()
+        taken = bytes(self.buffered[:most])
+        del self.buffered[:most]
+        return taken
+
+    def exact(self, size: int) -> bytes:
+        while len(self.buffered) < size:
+            self._fill()
+        taken = bytes(self.buffered[:size])
+        del self.buffered[:size]
+        return taken
 
 
 def parse_head(head: bytes) -> Request:
-    try:
-        lines = head.decode("latin-1").split("\r\n")
-        method, target, version = lines[0].split(" ")
-    except ValueError:
-        raise Denied("bad_request", 400) from None
-    if not version.startswith("HTTP/1."):
+    """RFC 9112 strictly: CRLF line ends only, a token method, one request target of visible ASCII,
+    HTTP/1.0 or 1.1, token field names with the colon right after them, no obs-fold, no controls."""
+    lines = head.split(b"\r\n")
+    request_line = REQUEST_LINE.fullmatch(lines[0])
+    if request_line is None:
         raise Denied("bad_request", 400)
     headers = []
     for line in lines[1:]:
-        name, colon, value = line.partition(":")
-        if not colon or not name or name != name.strip() or " " in name:
+        field = FIELD.fullmatch(line)
+        if field is None:
             raise Denied("bad_request", 400)
-        headers.append((name, value.strip()))
-    return Request(method, target, version, headers)
+        headers.append((field.group(1).decode("ascii"), field.group(2).decode("latin-1")))
+    method, target, minor = (part.decode("ascii") for part in request_line.groups())
+    return Request(method, target, f"HTTP/1.{minor}", headers)
 
 
-def read_exact(connection: socket.socket, buffered: bytearray, size: int) -> bytes:
-    while len(buffered) < size:
-        chunk = connection.recv(65536)
-        if not chunk:
-            raise Denied("bad_request", 400)
-        buffered += chunk
-    data = bytes(buffered[:size])
-    del buffered[:size]
-    return data
-
-
-def read_line(connection: socket.socket, buffered: bytearray) -> bytes:
-    return read_until(connection, buffered, b"\r\n") + b"\r\n"
-
-
-def forward_body(request: Request, connection: socket.socket, buffered: bytearray, upstream: Any) -> None:
-    """Exactly the body of this one request, framed as the client framed it; nothing after it."""
-    encodings = ",".join(request.values("transfer-encoding")).lower()
+def body_length(request: Request) -> int | None:
+    """The Content-Length of the body (0 without one), or None for a chunked body; any framing two
+    parsers could read differently is refused."""
+    encodings = [encoding.lower() for encoding in request.values("transfer-encoding")]
     lengths = request.values("content-length")
     if encodings:
-        if lengths or encodings.strip() != "chunked":
+        if lengths or encodings != ["chunked"] or request.version == "HTTP/1.0":
             raise Denied("bad_request", 400)
-        while True:
-            line = read_line(connection, buffered)
-            try:
-                size = int(line.split(b";")[0].strip(), 16)
-            except ValueError:
-                raise Denied("bad_request", 400) from None
-            upstream.sendall(line)
-            if size == 0:
-                while (trailer := read_line(connection, buffered)) != b"\r\n":
-                    upstream.sendall(trailer)
-                upstream.sendall(b"\r\n")
-                return
-            upstream.sendall(read_exact(connection, buffered, size + 2))
-    if lengths:
-        if len(set(lengths)) != 1 or not lengths[0].isdigit():
-            raise Denied("bad_request", 400)
-        remaining = int(lengths[0])
-        while remaining:
-            data = read_exact(connection, buffered, min(remaining, 65536))
+        return None
+    if len(lengths) > 1 or (lengths and not re.fullmatch(r"[0-9]{1,18}", lengths[0])):
+        raise Denied("bad_request", 400)
+    return int(lengths[0]) if lengths else 0
+
+
+def forward_body(length: int | None, reader: Reader, upstream: Any) -> None:
+    """Exactly the body of this one request (length from body_length), streamed in pieces; a chunked
+    body is re-encoded (chunk extensions and trailers stay behind). Nothing after it."""
+    if length is not None:
+        while length:
+            data = reader.some(min(length, PIECE))
             upstream.sendall(data)
+            length -= len(data)
+        return
+    while True:
+        size = CHUNK_SIZE.fullmatch(reader.until(b"\r\n", MAX_LINE))
+        if size is None:
+            raise Denied("bad_request", 400)
+        remaining = int(size.group(1), 16)
+        if remaining == 0:
+            break
+        while remaining:
+            data = reader.some(min(remaining, PIECE))
+            upstream.sendall(b"%x\r\n%b\r\n" % (len(data), data))
             remaining -= len(data)
+        if reader.exact(2) != b"\r\n":
+            raise Denied("bad_request", 400)
+    while line := reader.until(b"\r\n", MAX_LINE):  # trailers: checked, not passed on
+        if FIELD.fullmatch(line) is None:
+            raise Denied("bad_request", 400)
+    upstream.sendall(b"0\r\n\r\n")
 
 
 def send_head(
-    upstream: Any, request: Request, path: str, host: str, extra: list[tuple[str, str]], drop: set[str]
+    upstream: Any,
+    request: Request,
+    path: str,
+    host: str,
+    extra: list[tuple[str, str]],
+    drop: set[str],
+    chunked: bool,
 ) -> None:
-    """The request head in origin form; headers named in drop are replaced by extra."""
+    """The request head in origin form; headers named in drop are replaced by extra. A chunked body is
+    framed again by the proxy, and the upstream closes after its one answer."""
+    framing = [("Transfer-Encoding", "chunked")] if chunked else []
     lines = [f"{request.method} {path} HTTP/1.1", f"Host: {host}"]
     for name, value in request.headers:
         lowered = name.lower()
-        if lowered == "host" or lowered in drop or DROPPED_HEADERS.match(lowered):
+        if lowered in {"host", "transfer-encoding"} or lowered in drop or DROPPED_HEADERS.match(lowered):
             continue
         lines.append(f"{name}: {value}")
-    lines += [f"{name}: {value}" for name, value in extra]
+    lines += [f"{name}: {value}" for name, value in extra + framing]
     lines.append("Connection: close")
     upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
 
 
+def forward_response(upstream: Any, connection: socket.socket) -> None:
+    """The upstream's answer back to the client, piece by piece as it arrives. One way only: what the
+    client sends now is not read, so it can never reach the upstream."""
+    upstream.settimeout(IDLE_TIMEOUT_S)
+    while data := upstream.recv(PIECE):
+        connection.sendall(data)
+
+
 def relay(a: Any, b: Any, first: bytes = b"") -> None:
-    """Copy bytes both ways until either side closes; nothing is buffered beyond one read."""
+    """Copy bytes both ways until either side closes (a CONNECT tunnel); nothing is buffered beyond
+    one read."""
     if first:
         b.sendall(first)
     selector = selectors.DefaultSelector()
@@ -298,30 +437,31 @@ def relay(a: Any, b: Any, first: bytes = b"") -> None:
             if not ready:
                 return
             for key, _ in ready:
-                try:
-                    data = key.fileobj.recv(65536)
-                except ssl.SSLWantReadError:
-                    continue
+                data = key.fileobj.recv(PIECE)
                 if not data:
                     return
                 key.data.sendall(data)
-                # TLS sockets may hold decrypted bytes the selector cannot see.
-                while isinstance(key.fileobj, ssl.SSLSocket) and key.fileobj.pending():
-                    key.data.sendall(key.fileobj.recv(65536))
     except OSError:
         return
     finally:
         selector.close()
 
 
-def respond(connection: socket.socket, status: int, reason: str) -> None:
+STATUS_TEXT = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests"}
+
+
+def answer(status: int, reason: str) -> bytes:
     body = json.dumps({"error": {"code": reason}}).encode()
     head = (
-        f"HTTP/1.1 {status} {'Forbidden' if status == 403 else 'Error'}\r\n"
+        f"HTTP/1.1 {status} {STATUS_TEXT.get(status, 'Error')}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
+    return head.encode() + body
+
+
+def respond(connection: socket.socket, status: int, reason: str) -> None:
     with contextlib.suppress(OSError):
-        connection.sendall(head.encode() + body)
+        connection.sendall(answer(status, reason))
 
 
 # -- the two proxies --------------------------------------------------------------------------------
@@ -330,22 +470,23 @@ def respond(connection: socket.socket, status: int, reason: str) -> None:
 class Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         connection: socket.socket = self.request
-        connection.settimeout(IDLE_TIMEOUT_S)
         source = self.client_address[0]
         ip = ip_literal(source)
         source = str(ip) if ip is not None else source
         self.target = ("", 0)
         try:
             sandbox = policy.sandboxes.get(source)
-            buffered = bytearray()
-            request = parse_head(read_until(connection, buffered, b"\r\n\r\n"))
+            reader = Reader(connection, deadline=time.monotonic() + HEAD_TIMEOUT_S)
+            request = parse_head(reader.until(b"\r\n\r\n", MAX_HEAD))
+            reader.deadline = None
+            connection.settimeout(IDLE_TIMEOUT_S)
             if sandbox is None:
                 raise Denied("unknown_source")
-            self.connection, self.buffered = connection, buffered
+            self.connection, self.reader, self.length = connection, reader, body_length(request)
             self.serve(request, sandbox, policy)
         except Denied as denied:
             if denied.status == 403:
-                report_denied(source, *self.target, denied.reason)
+                denied_log.add(source, *self.target, denied.reason)
             respond(connection, denied.status, denied.reason)
         except OSError:
             pass
@@ -398,21 +539,25 @@ class ForwardHandler(Handler):
         with upstream:
             if request.method == "CONNECT":
                 self.connection.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                relay(self.connection, upstream, first=bytes(self.buffered))
+                # A tunnel's bytes are the client's own TLS with the host checked above.
+                relay(self.connection, upstream, first=bytes(self.reader.buffered))
                 return
             path = urlsplit(request.target)._replace(scheme="", netloc="").geturl() or "/"
-            send_head(upstream, request, path, host if port == 80 else f"{host}:{port}", [], set())
-            forward_body(request, self.connection, self.buffered, upstream)
-            relay(upstream, self.connection)
+            authority = host if port == 80 else f"{host}:{port}"
+            send_head(upstream, request, path, authority, [], set(), chunked=self.length is None)
+            forward_body(self.length, self.reader, upstream)
+            forward_response(upstream, self.connection)
 
 
 class CredentialHandler(Handler):
     """:8080 — /p-<providerId>/… with the sandbox's placeholder key swapped for the real one."""
 
     def serve(self, request: Request, sandbox: dict[str, Any], p: Policy) -> None:
-        match = re.match(r"^/p-([a-z0-9][a-z0-9-]{0,31})(/.*)?$", request.target)
+        match = re.fullmatch(r"/p-([a-z0-9][a-z0-9-]{0,31})(/.*)?", request.target)
         if not match:
             raise Denied("unknown_route", 404)
+        if DOT_SEGMENT.search(request.target):
+            raise Denied("bad_request", 400)
         provider_id, rest = match.group(1), match.group(2) or "/"
         self.target = (f"p-{provider_id}", CREDENTIAL_PORT)
         if sandbox.get("shared"):
@@ -436,11 +581,10 @@ class CredentialHandler(Handler):
         with upstream:
             authority = host if port == (443 if secure else 80) else f"{host}:{port}"
             drop = {"authorization", "x-api-key", provider.get("header", "").lower()}
-            send_head(
-                upstream, request, base.path.rstrip("/") + rest, authority, _auth_headers(provider), drop
-            )
-            forward_body(request, self.connection, self.buffered, upstream)
-            relay(upstream, self.connection)
+            path = base.path.rstrip("/") + rest
+            send_head(upstream, request, path, authority, _auth_headers(provider), drop, self.length is None)
+            forward_body(self.length, self.reader, upstream)
+            forward_response(upstream, self.connection)
 
     @staticmethod
     def _check_placeholder(request: Request, provider: dict[str, Any], sandbox: dict[str, Any]) -> None:
@@ -479,10 +623,58 @@ def _auth_headers(provider: dict[str, Any]) -> list[tuple[str, str]]:
     return []
 
 
+class Slots:
+    """Open connections per source, shared by both servers: one sandbox's held sockets cannot take
+    the places every other sandbox needs."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open: collections.Counter[str] = collections.Counter()
+
+    def take(self, source: str) -> bool:
+        with self.lock:
+            if self.open[source] >= MAX_PER_SOURCE or self.open.total() >= MAX_TOTAL:
+                return False
+            self.open[source] += 1
+            return True
+
+    def give_back(self, source: str) -> None:
+        with self.lock:
+            self.open[source] -= 1
+            if not self.open[source]:
+                del self.open[source]
+
+
+slots = Slots()
+TOO_MANY = answer(429, "too_many_connections")
+
+
 class Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 1024
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        source = client_address[0]
+        if not slots.take(source):
+            # Answered from the accepting thread without waiting: the socket's buffer is empty.
+            request.setblocking(False)
+            with contextlib.suppress(OSError):
+                request.send(TOO_MANY)
+            denied_log.add(source, "", 0, "too_many_connections")
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            slots.give_back(source)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            slots.give_back(client_address[0])
 
 
 def exit_with_parent(parent: int) -> None:
@@ -495,10 +687,12 @@ def exit_with_parent(parent: int) -> None:
 def main() -> None:
     # Listening first, then the policy, then serving: the ack means connections are taken, and none
     # is answered before the policy is loaded (it would be refused as coming from nowhere).
+    threading.stack_size(THREAD_STACK)
     forward = Server((BIND, FORWARD_PORT), ForwardHandler)
     credential = Server((BIND, CREDENTIAL_PORT), CredentialHandler)
     threading.Thread(target=watch_policy, args=(load_policy(None),), name="policy", daemon=True).start()
     threading.Thread(target=credential.serve_forever, daemon=True).start()
+    threading.Thread(target=denied_log.write_forever, name="denied", daemon=True).start()
     if parent := int(os.environ.get("COCOON_EGRESS_PARENT", "0")):
         threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
     print(f"cocoon egress proxy on {BIND}:{FORWARD_PORT} and :{CREDENTIAL_PORT}", flush=True)

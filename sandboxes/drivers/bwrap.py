@@ -1,9 +1,14 @@
-"""The bubblewrap driver: a sandbox is a folder, COCOON_DATA/sandboxes/<id>, and a tmux "keeper".
+"""The bubblewrap driver: a sandbox is a folder, COCOON_DATA/sandboxes/<id>, and a keeper process.
 
-The keeper is a tmux server running as PID 1's only child inside bwrap (own user, PID, IPC, UTS, cgroup
-and, for network "none", net namespaces; no capabilities; the host read-only). It lives in its own
-session, so it survives cocoond restarts. Every exec is a tmux window of the keeper; cocoond talks to it
-as the sandbox's host user through the socket in the sandbox's runtime folder.
+The keeper is a tmux server (the one agents run in) as the only child of bwrap's PID 1 (own user, PID,
+IPC, UTS, cgroup and, for network "none", net namespaces; no capabilities; the host read-only). It lives
+in its own session, so it survives cocoond restarts; PID 1's host PID and start time are kept in the
+sandbox folder, out of the sandbox's reach.
+
+Every exec and terminal enters the keeper's namespaces (nsenter) and drops to the agent user before it
+runs anything: tmux servers and clients, hooks and scripts all run inside the sandbox. No host process
+connects to, opens or follows anything a sandbox can write (a tmux client obeys its server, and a folder
+the sandbox shares with the host can be swapped for a link at any time).
 
 When cocoond runs as root, sandboxes run as an unprivileged host user (COCOON_BWRAP_UID), so that even
 the read-only view of the host grants them no more than "other" permissions. bwrap's options are passed
@@ -15,16 +20,17 @@ What it cannot do (see capabilities()): images, resource limits, enforced egress
 import contextlib
 import io
 import json
+import math
 import os
 import pty
 import secrets
-import shlex
+import selectors
 import shutil
 import signal
-import stat
 import subprocess
 import tarfile
 import termios
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,17 +65,19 @@ GROUP = "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n"
 START_TIMEOUT_S = 10
 POLL_S = 0.02
 SUBDIRS = ("workspace", "home", "status")
+KEEPER = "keeper.json"  # the keeper's host PID and start time, in the folder no sandbox can see
 SANDBOX_PATH = f"/opt/cocoon/bin:{TOOLBOX}/bin:/usr/local/bin:/usr/bin:/bin"
-# Host-side tmux clients pass their environment (PATH at least) into the windows they create: give
-# them nothing but what a sandbox should see.
-CLIENT_ENV = {"PATH": SANDBOX_PATH, "LANG": "C.UTF-8"}
-
-
-def _tmux() -> str:
-    binary = shutil.which("tmux")
-    if binary is None:
-        raise DriverError("tmux is not installed: run scripts/provision")
-    return binary
+# What every process of a sandbox starts with; nothing of cocoond's own environment.
+BASE_ENV = {
+    "HOME": f"/home/{AGENT_USER}",
+    "USER": AGENT_USER,
+    "LOGNAME": AGENT_USER,
+    "SHELL": "/bin/bash",
+    "TMUX_TMPDIR": "/run/cocoon",
+    "PATH": SANDBOX_PATH,
+    "LANG": "C.UTF-8",
+}
+EXEC_GRACE_S = 5  # past the in-sandbox `timeout`, how long cocoond waits before it gives up on an exec
 
 
 class BwrapDriver(SandboxDriver):
@@ -105,21 +113,39 @@ class BwrapDriver(SandboxDriver):
             raise SandboxNotFound(sandbox_id)
         return self.root / sandbox_id
 
-    def run_dir(self, sandbox_id: str) -> Path:
-        """Runtime sockets live outside COCOON_DATA, which the sandbox's host user cannot traverse."""
-        if os.getuid() == 0:
-            base = Path("/run/cocoon") / settings.COCOON_INSTANCE
-        else:
-            base = (
-                Path(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/cocoon-{os.getuid()}")
-                / settings.COCOON_INSTANCE
-            )
-        return base / sandbox_id
+    # -- the keeper and entering it -------------------------------------------------------------
 
-    def socket(self, sandbox_id: str) -> Path:
-        return self.run_dir(sandbox_id) / f"tmux-{AGENT_UID}" / "cocoon"
+    def _keeper_pid(self, sandbox_id: str) -> int | None:
+        """The host PID of the sandbox's PID 1, if that very process still runs (not a reused PID)."""
+        try:
+            record = json.loads((self.folder(sandbox_id) / KEEPER).read_text())
+            pid = int(record["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return pid if _start_time(pid) == record.get("start") else None
 
-    # -- host-side commands as the sandbox's host user --------------------------------------------
+    def _running_keeper(self, sandbox_id: str) -> int:
+        pid = self._keeper_pid(sandbox_id)
+        if pid is None:
+            raise DriverError(f"sandbox {sandbox_id} is not running")
+        return pid
+
+    def _enter(self, sandbox_id: str, command: list[str], workdir: str) -> list[str]:
+        """A command line that runs `command` inside the sandbox's namespaces as its agent user, with
+        no capabilities and no way to gain any: only then does it touch anything of the sandbox's."""
+        pid = self._running_keeper(sandbox_id)
+        return [
+            _binary("nsenter"), f"--target={pid}",
+            "--user", "--mount", "--pid", "--ipc", "--uts", "--net", "--cgroup",
+            f"--setuid={AGENT_UID}", f"--setgid={AGENT_UID}", "--root", "--wd",
+            "--",
+            # Whatever runs next has no capabilities (its user is not the namespace's root) and can
+            # gain none. The sandbox's view of /usr is the host's, read-only: this is the real setpriv.
+            "/usr/bin/setpriv", "--no-new-privs", "--inh-caps=-all",
+            "--",
+            "/usr/bin/env", "-C", workdir,
+            *command,
+        ]  # fmt: skip
 
     def _as_sandbox_user(self, command: list[str]) -> list[str]:
         if os.getuid() != 0:
@@ -134,17 +160,21 @@ class BwrapDriver(SandboxDriver):
             *command,
         ]
 
-    def _tmux(self, sandbox_id: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        command = self._as_sandbox_user([_tmux(), "-S", str(self.socket(sandbox_id)), *args])
-        result = subprocess.run(command, capture_output=True, text=True, timeout=30, env=CLIENT_ENV)
-        if check and result.returncode != 0:
-            raise DriverError(f"tmux {args[0]}: {result.stderr.strip()[:500]}")
-        return result
+    def _environment(self, sandbox_id: str, extra: dict[str, str] | None) -> dict[str, str]:
+        spec = json.loads((self.folder(sandbox_id) / "spec.json").read_text())
+        return BASE_ENV | spec.get("env", {}) | (extra or {})
 
-    def _keeper_alive(self, sandbox_id: str) -> bool:
-        if not self.socket(sandbox_id).exists():
-            return False
-        return self._tmux(sandbox_id, "has-session", "-t", "keeper", check=False).returncode == 0
+    def _popen(self, sandbox_id: str, command: list[str], env: dict[str, str], workdir: str, **kwargs: Any):
+        # Supplementary groups are dropped before entering (root's would otherwise ride along, and a
+        # user namespace may refuse setgroups once inside).
+        groups: dict[str, Any] = {"extra_groups": []} if os.getuid() == 0 else {}
+        return subprocess.Popen(
+            self._enter(sandbox_id, command, workdir),
+            env=self._environment(sandbox_id, env),
+            umask=0o022,  # cocoond's own is private; a sandbox's files are made as a login shell would
+            **groups,
+            **kwargs,
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -178,7 +208,7 @@ class BwrapDriver(SandboxDriver):
             os.chown(path, self.host_uid, self.host_gid, follow_symlinks=False)
 
     def _bwrap_args(self, sandbox_id: str, spec: dict[str, Any], fds: dict[str, int]) -> list[str]:
-        folder, run = self.folder(sandbox_id), self.run_dir(sandbox_id)
+        folder = self.folder(sandbox_id)
         args = [
             "--clearenv",  # nothing of cocoond's environment (tokens, URLs) reaches the sandbox
             "--unshare-user", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID),
@@ -188,6 +218,7 @@ class BwrapDriver(SandboxDriver):
             *_host_read_only(),
             "--dev", "/dev", "--proc", "/proc",
             "--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/root",
+            "--perms", "0700", "--dir", "/run/cocoon",  # tmux's sockets: the sandbox's own
             # Hide cocoon's data and every other sandbox; the binds below come from the host paths.
             "--tmpfs", "/home", "--tmpfs", str(settings.DATA_DIR), "--tmpfs", str(self.base),
             "--bind", str(folder / "workspace"), WORKSPACE,
@@ -196,21 +227,14 @@ class BwrapDriver(SandboxDriver):
             "--ro-bind", str(self.base / "opt-cocoon" / "bin"), "/opt/cocoon/bin",
             "--ro-bind", str(self.base / "opt-cocoon" / "hooks"), "/opt/cocoon/hooks",
             "--bind", str(folder / "status"), "/opt/cocoon/status",
-            "--bind", str(run), "/run/cocoon",
             "--ro-bind-data", str(fds["passwd"]), "/etc/passwd",
             "--ro-bind-data", str(fds["group"]), "/etc/group",
-            "--setenv", "HOME", f"/home/{AGENT_USER}",
-            "--setenv", "USER", AGENT_USER,
-            "--setenv", "LOGNAME", AGENT_USER,
-            "--setenv", "SHELL", "/bin/bash",
-            "--setenv", "TMUX_TMPDIR", "/run/cocoon",
-            "--setenv", "PATH", SANDBOX_PATH,
-            "--setenv", "LANG", "C.UTF-8",
             "--chdir", WORKSPACE,
+            "--info-fd", str(fds["info"]),
         ]  # fmt: skip
         if spec["network"] == NetworkMode.NONE:
             args.append("--unshare-net")
-        for name, value in spec.get("env", {}).items():  # the local egress proxy's variables
+        for name, value in (BASE_ENV | spec.get("env", {})).items():  # and the local egress proxy's
             args += ["--setenv", name, value]
         if self.toolbox.is_dir():
             args += ["--ro-bind", str(self.toolbox), TOOLBOX]
@@ -220,7 +244,7 @@ class BwrapDriver(SandboxDriver):
         folder = self.folder(sandbox_id)
         if not folder.is_dir():
             raise SandboxNotFound(sandbox_id)
-        if self._keeper_alive(sandbox_id):
+        if self._keeper_pid(sandbox_id) is not None:
             return self.inspect(sandbox_id)
         spec = json.loads((folder / "spec.json").read_text())
         # A copy of the status script and hook files where the sandbox user can reach them (the
@@ -228,22 +252,11 @@ class BwrapDriver(SandboxDriver):
         shutil.copytree(OPT_COCOON, self.base / "opt-cocoon", dirs_exist_ok=True)
         for path in [self.base / "opt-cocoon", *(self.base / "opt-cocoon").rglob("*")]:
             path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
-        run = self.run_dir(sandbox_id)
-        run.parent.mkdir(parents=True, exist_ok=True)
-        if os.getuid() == 0:
-            for parent in (run.parent.parent, run.parent):
-                parent.chmod(0o711)
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(run)
-        run.mkdir(mode=0o700)
-        os.chown(run, self.host_uid, self.host_gid)
         opened: list[int] = []
         try:
             fds = {
-                name: os.open(folder / name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
-                for name in SUBDIRS[:3]
+                name: os.open(folder / name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW) for name in SUBDIRS
             }
-            fds["run"] = os.open(run, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
             opened += fds.values()
             for name, content in (("passwd", PASSWD), ("group", GROUP)):
                 read, write = os.pipe()
@@ -251,6 +264,8 @@ class BwrapDriver(SandboxDriver):
                 os.close(write)
                 fds[name] = read
                 opened.append(read)
+            info, fds["info"] = os.pipe()
+            opened.append(fds["info"])
             read_args, write_args = os.pipe()
             opened.append(read_args)
             args = self._bwrap_args(sandbox_id, spec, fds)
@@ -258,15 +273,15 @@ class BwrapDriver(SandboxDriver):
                 pipe.write(b"\0".join(arg.encode() for arg in args) + b"\0")
             log = open(folder / "keeper.log", "ab")  # noqa: SIM115 - handed to the keeper
             subprocess.Popen(
-                # Options come through the pipe; only the keeper's own command is on the command line:
-                # PID 1's only child, a tmux server in the foreground.
+                # Options come through the pipe; only the keeper's own command is on the command line.
+                # -D: in the foreground, and kept when it has no session.
                 self._as_sandbox_user(
                     [
                         "bwrap",
                         "--args",
                         str(read_args),
                         "--",
-                        _tmux(),
+                        _binary("tmux"),
                         "-L",
                         "cocoon",
                         "-D",
@@ -277,7 +292,7 @@ class BwrapDriver(SandboxDriver):
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                env=CLIENT_ENV,
+                env={"PATH": SANDBOX_PATH},
                 pass_fds=opened,
                 start_new_session=True,  # the keeper must outlive cocoond
             )
@@ -285,26 +300,26 @@ class BwrapDriver(SandboxDriver):
         finally:
             for fd in opened:
                 os.close(fd)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self.socket(sandbox_id).exists():
-            if time.monotonic() > deadline:
-                raise DriverError(f"the keeper did not start: {(folder / 'keeper.log').read_text()[-500:]}")
-            time.sleep(POLL_S)
-        self._tmux(sandbox_id, "new-session", "-d", "-s", "keeper", "-n", "keeper", "sleep", "infinity")
+        with os.fdopen(info, "rb") as pipe:
+            pid = _keeper_started(pipe, lambda: (folder / "keeper.log").read_text()[-500:])
+        record = json.dumps({"pid": pid, "start": _start_time(pid)})
+        (folder / f"{KEEPER}.tmp").write_text(record)
+        (folder / f"{KEEPER}.tmp").rename(folder / KEEPER)
         return self.inspect(sandbox_id)
 
     def _kill_everything(self, sandbox_id: str) -> None:
-        """End every process of the sandbox. Killing the keeper alone is not enough: bwrap's PID 1
-        waits for all its children, so a stray background process would keep the sandbox alive."""
-        if self._keeper_alive(sandbox_id):
-            self._tmux(sandbox_id, "new-window", "-d", "-t", "keeper:", "kill", "-KILL", "-1", check=False)
+        """End every process of the sandbox: killing a PID namespace's PID 1 ends all of them."""
+        pid = self._keeper_pid(sandbox_id)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def stop(self, sandbox_id: str) -> EngineState:
         if not self.folder(sandbox_id).is_dir():
             raise SandboxNotFound(sandbox_id)
         self._kill_everything(sandbox_id)
         deadline = time.monotonic() + START_TIMEOUT_S
-        while self._keeper_alive(sandbox_id) and time.monotonic() < deadline:
+        while self._keeper_pid(sandbox_id) is not None and time.monotonic() < deadline:
             time.sleep(POLL_S)
         return self.inspect(sandbox_id)
 
@@ -312,13 +327,12 @@ class BwrapDriver(SandboxDriver):
         folder = self.folder(sandbox_id)
         self._kill_everything(sandbox_id)
         # rmtree does not follow symlinks the sandbox may have planted.
-        shutil.rmtree(self.run_dir(sandbox_id), ignore_errors=True)
         shutil.rmtree(folder, ignore_errors=True)
 
     def inspect(self, sandbox_id: str) -> EngineState:
         if not self.folder(sandbox_id).is_dir():
             return EngineState(state=SandboxState.MISSING)
-        alive = self._keeper_alive(sandbox_id)
+        alive = self._keeper_pid(sandbox_id) is not None
         return EngineState(state=SandboxState.RUNNING if alive else SandboxState.STOPPED)
 
     def list_ids(self) -> set[str]:
@@ -341,58 +355,22 @@ class BwrapDriver(SandboxDriver):
     ) -> ExecResult:
         if user != AGENT_USER:
             raise DriverError("bwrap sandboxes have only the agent user")
-        if not self._keeper_alive(sandbox_id):
-            raise DriverError(f"sandbox {sandbox_id} is not running")
-        token = secrets.token_hex(8)
-        exec_dir = self.run_dir(sandbox_id) / "exec" / token
-        exec_dir.parent.mkdir(exist_ok=True, mode=0o700)
-        os.chown(exec_dir.parent, self.host_uid, self.host_gid)
-        exec_dir.mkdir(mode=0o700)
-        os.chown(exec_dir, self.host_uid, self.host_gid)
-        directory = os.open(exec_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        try:
-            _write(directory, "stdin", stdin or b"")
-            _write(
-                directory,
-                "env",
-                "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items()).encode(),
-            )
-            for name in ("stdin", "env"):
-                os.chown(name, self.host_uid, self.host_gid, dir_fd=directory)
-            inside = f"/run/cocoon/exec/{token}"
-            script = (
-                f'D={inside}; . "$D/env"; "$@" <"$D/stdin" >"$D/stdout" 2>"$D/stderr"; '
-                'echo $? >"$D/rc.tmp"; mv "$D/rc.tmp" "$D/rc"'
-            )
-            limit = max(1, int(timeout + 0.999))
-            argv = ["sh", "-c", script, "exec", "timeout", "-k", "2", str(limit), *command]
-            self._tmux(
-                sandbox_id, "new-window", "-d", "-t", "keeper:", "-n", f"exec-{token}", "-c", workdir, *argv
-            )
-            deadline = time.monotonic() + limit + 5
-            while (code := _read(directory, "rc", 32)) is None:
-                if time.monotonic() > deadline:
-                    self._tmux(sandbox_id, "kill-window", "-t", f"exec-{token}", check=False)
-                    return ExecResult(
-                        -1,
-                        _read(directory, "stdout") or b"",
-                        _read(directory, "stderr") or b"",
-                        timed_out=True,
-                    )
-                time.sleep(POLL_S)
-            stdout, stderr = _read(directory, "stdout") or b"", _read(directory, "stderr") or b""
-            exit_code = int(code.strip() or -1)
-            truncated = len(stdout) > MAX_EXEC_OUTPUT or len(stderr) > MAX_EXEC_OUTPUT
-            return ExecResult(
-                exit_code,
-                stdout[:MAX_EXEC_OUTPUT],
-                stderr[:MAX_EXEC_OUTPUT],
-                timed_out=exit_code in {124, 137},
-                truncated=truncated,
-            )
-        finally:
-            os.close(directory)
-            shutil.rmtree(exec_dir, ignore_errors=True)
+        limit = max(1, math.ceil(timeout))
+        # `timeout` inside the sandbox ends the command; cocoond's own deadline is the backstop.
+        process = self._popen(
+            sandbox_id,
+            ["/usr/bin/timeout", "-k", "2", str(limit), *command],
+            env or {},
+            workdir,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        stdout, stderr, truncated, finished = _bounded_communicate(process, stdin, limit + EXEC_GRACE_S)
+        if not finished:
+            return ExecResult(-1, stdout, stderr, timed_out=True, truncated=truncated)
+        exit_code = process.returncode
+        return ExecResult(exit_code, stdout, stderr, timed_out=exit_code in {124, 137}, truncated=truncated)
 
     def open_tty(
         self,
@@ -405,27 +383,11 @@ class BwrapDriver(SandboxDriver):
         user: str = AGENT_USER,
         workdir: str = WORKSPACE,
     ) -> TtySession:
-        if not self._keeper_alive(sandbox_id):
-            raise DriverError(f"sandbox {sandbox_id} is not running")
-        session = f"tty-{secrets.token_hex(6)}"
-        extra = [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
-        self._tmux(
-            sandbox_id,
-            "new-session",
-            "-d",
-            "-s",
-            session,
-            "-x",
-            str(cols),
-            "-y",
-            str(rows),
-            "-c",
-            workdir,
-            *extra,
-            *command,
+        if user != AGENT_USER:
+            raise DriverError("bwrap sandboxes have only the agent user")
+        return BwrapTty(
+            self, sandbox_id, command, {"TERM": "xterm-256color"} | (env or {}), workdir, cols, rows
         )
-        self._tmux(sandbox_id, "set-option", "-t", session, "status", "off")
-        return BwrapTty(self, sandbox_id, session, cols, rows)
 
     # -- toolbox and files ------------------------------------------------------------------------
 
@@ -479,43 +441,120 @@ def _host_read_only() -> list[str]:
     return args
 
 
-def _write(directory: int, name: str, content: bytes) -> None:
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(content)
+def _binary(name: str) -> str:
+    binary = shutil.which(name)
+    if binary is None:
+        raise DriverError(f"{name} is not installed: run scripts/provision")
+    return binary
 
 
-def _read(directory: int, name: str, limit: int = MAX_EXEC_OUTPUT + 1) -> bytes | None:
-    """A regular file the sandbox wrote, never following a link it may have planted instead."""
+def _start_time(pid: int) -> str | None:
+    """A process's start time in clock ticks since boot: with the PID, it names one process for good."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
-    except (FileNotFoundError, OSError):
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None
-        return handle.read(limit)
+    return stat_line.rsplit(")", 1)[-1].split()[19]  # field 22; the name before ")" may hold spaces
+
+
+def _keeper_started(pipe: io.BufferedReader, log: Any) -> int:
+    """The PID bwrap reports on its info pipe, once the sandbox is set up (its PID 1 has a child)."""
+    ready = selectors.DefaultSelector()
+    ready.register(pipe, selectors.EVENT_READ)
+    if not ready.select(START_TIMEOUT_S):
+        raise DriverError(f"the keeper did not start: {log()}")
+    try:
+        pid = int(json.loads(pipe.read(4096))["child-pid"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise DriverError(f"the keeper did not start: {log()}") from error
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not Path(f"/proc/{pid}/task/{pid}/children").read_text().strip():
+        if time.monotonic() > deadline:
+            raise DriverError(f"the keeper did not start: {log()}")
+        time.sleep(POLL_S)
+    return pid
+
+
+def _bounded_communicate(
+    process: subprocess.Popen, stdin: bytes | None, timeout: float
+) -> tuple[bytes, bytes, bool, bool]:
+    """stdout and stderr of a process in a sandbox, each cut at MAX_EXEC_OUTPUT (the rest is read and
+    dropped), whether anything was cut, and whether it ended before the deadline (else it is killed)."""
+    stdin_pipe, stdout, stderr = process.stdin, process.stdout, process.stderr
+    if stdin_pipe is None or stdout is None or stderr is None:
+        raise ValueError("the process needs pipes for stdin, stdout and stderr")
+
+    def feed() -> None:
+        with contextlib.suppress(BrokenPipeError, OSError):
+            stdin_pipe.write(stdin or b"")
+        with contextlib.suppress(BrokenPipeError, OSError):
+            stdin_pipe.close()
+
+    threading.Thread(target=feed, daemon=True).start()
+    output = {stdout: bytearray(), stderr: bytearray()}
+    truncated = False
+    streams = selectors.DefaultSelector()
+    for stream in output:
+        os.set_blocking(stream.fileno(), False)
+        streams.register(stream, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while streams.get_map():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        for key, _ in streams.select(remaining):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                streams.unregister(key.fileobj)
+                continue
+            buffer = output[key.fileobj]
+            room = MAX_EXEC_OUTPUT - len(buffer)
+            truncated |= len(chunk) > room
+            buffer += chunk[: max(room, 0)]
+    streams.close()
+    try:
+        process.wait(max(0.0, deadline - time.monotonic()))
+        finished = True
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        finished = False
+    for stream in output:
+        stream.close()
+    return bytes(output[stdout]), bytes(output[stderr]), truncated, finished
 
 
 class BwrapTty(TtySession):
-    """A tmux session of the keeper, attached through a PTY that cocoond opens itself."""
+    """A command inside the sandbox on a PTY that cocoond opens itself."""
 
-    def __init__(self, driver: BwrapDriver, sandbox_id: str, session: str, cols: int, rows: int) -> None:
-        self.driver, self.sandbox_id, self.session = driver, sandbox_id, session
+    def __init__(
+        self,
+        driver: BwrapDriver,
+        sandbox_id: str,
+        command: list[str],
+        env: dict[str, str],
+        workdir: str,
+        cols: int,
+        rows: int,
+    ) -> None:
         self.master, slave = pty.openpty()
         self._set_size(cols, rows, slave)
-        command = driver._as_sandbox_user(
-            [_tmux(), "-S", str(driver.socket(sandbox_id)), "attach", "-t", session]
-        )
-        self.process = subprocess.Popen(
-            command,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            start_new_session=True,
-            env=CLIENT_ENV | {"TERM": "xterm-256color"},
-        )
-        os.close(slave)
+        try:
+            self.process = driver._popen(
+                sandbox_id,
+                command,
+                env,
+                workdir,
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                start_new_session=True,  # a process group of its own, to signal and end as one
+            )
+        except BaseException:
+            os.close(self.master)
+            raise
+        finally:
+            os.close(slave)
 
     def _set_size(self, cols: int, rows: int, fd: int | None = None) -> None:
         import fcntl
@@ -540,8 +579,12 @@ class BwrapTty(TtySession):
             os.killpg(self.process.pid, signal.SIGWINCH)
 
     def close(self) -> None:
-        self.driver._tmux(self.sandbox_id, "kill-session", "-t", self.session, check=False)
         with contextlib.suppress(ProcessLookupError):
-            self.process.terminate()
-        self.process.wait(timeout=10)
+            os.killpg(self.process.pid, signal.SIGHUP)
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
         os.close(self.master)

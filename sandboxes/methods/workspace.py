@@ -193,8 +193,9 @@ def git_commit(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "git.push",
-    description="Push HEAD to a branch of a remote (default origin); GITHUB_TOKEN is used for the "
-    "configured GitHub host only, passed per command, never stored.",
+    description="Push HEAD to a branch of a remote (default origin) on the configured GitHub host. The "
+    "commits leave the sandbox as a bundle that cocoond verifies and pushes itself: GITHUB_TOKEN never "
+    "enters the sandbox.",
     params=_params(
         {"branch": string(minLength=1, maxLength=255), "remote": string(minLength=1, maxLength=100)}, "branch"
     ),

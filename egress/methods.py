@@ -32,6 +32,8 @@ EGRESS_STATUS = obj(
         "address": nullable(STRING),
         "policyVersion": nullable(INTEGER),
         "acknowledgedVersion": nullable(INTEGER),
+        # Why the proxy refused the current policy (it keeps serving the last one it could use).
+        "policyError": nullable(STRING),
     }
 )
 PROVIDER_ID = string(pattern="^[a-z0-9][a-z0-9-]{0,31}$")
@@ -56,6 +58,7 @@ def egress_status(call: Call) -> dict[str, Any]:
             "address": None,
             "policyVersion": None,
             "acknowledgedVersion": None,
+            "policyError": None,
         }
     return {"enforced": True, **proxy_status()}
 

@@ -126,7 +126,7 @@ def agent_send_input(call: Call) -> dict[str, Any]:
     "agent.send_keys",
     description="Press named keys: Enter, Escape, Tab, Up, Down, C-c, y, n, ...",
     params=obj(
-        {"agentId": AGENT_ID, "keys": array(string(maxLength=20), minItems=1, maxItems=50)},
+        {"agentId": AGENT_ID, "keys": array(enum(*sorted(services.KEYS)), minItems=1, maxItems=50)},
         required=("agentId", "keys"),
     ),
     result=EMPTY,

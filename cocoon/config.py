@@ -4,8 +4,12 @@ Named config to keep it apart from Django's settings module.
 """
 
 import copy
+import ipaddress
+import re
+import ssl
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from django.db import transaction
@@ -73,8 +77,13 @@ LIMITS = obj(
     },
     required=("cpus", "memoryMb", "pids"),
 )
-# An allowlist entry: a domain, or *.domain for its subdomains.
-HOST = string(pattern=r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
+# An allowlist entry: a domain, or *.domain for its subdomains. Labels of 1-63 letters, digits and inner
+# hyphens; the last one starts with a letter (no IP address, no "0"): exactly what the proxy can use, so
+# that no stored entry can make it refuse the whole policy.
+LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+TOP_LABEL = r"[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+NAME_PATTERN = rf"^(?:{LABEL}\.)*{TOP_LABEL}$"
+HOST = string(pattern=rf"^(?:\*\.)?{NAME_PATTERN[1:]}", maxLength=255)
 PROVIDER = obj(
     {
         "kind": enum(*PROVIDER_KINDS),
@@ -123,7 +132,7 @@ SETTINGS_SCHEMA: Schema = obj(
                 },
                 "hosts": {
                     "type": "object",
-                    "propertyNames": {"pattern": r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$"},
+                    "propertyNames": {"pattern": NAME_PATTERN, "maxLength": 253},
                     "additionalProperties": {
                         "anyOf": [{"format": "ipv4"}, {"format": "ipv6"}],
                         "type": "string",
@@ -204,9 +213,42 @@ def _check_limits(document: dict[str, Any]) -> None:
         raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields})
 
 
+def _check_consumable(document: dict[str, Any]) -> None:
+    """What the schema cannot say but the egress proxy needs: a provider's base URL names a host it
+    can dial, and the CA bundle is one. A value it could not use would make it refuse the policy."""
+    fields = [
+        {"path": f"providers.{name}.baseUrl", "code": "invalid", "message": _("Has an invalid format.")}
+        for name, provider in document["providers"].items()
+        if not _dialable(provider["baseUrl"])
+    ]
+    if bundle := document["egress"].get("caBundle"):
+        try:
+            ssl.create_default_context().load_verify_locations(cadata=bundle)
+        except (ssl.SSLError, ValueError):
+            message = _("Is not a bundle of PEM certificates.")
+            fields.append({"path": "egress.caBundle", "code": "invalid", "message": message})
+    if fields:
+        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields})
+
+
+def _dialable(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port out of range
+    except ValueError:
+        return False
+    host = parts.hostname or ""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return re.fullmatch(NAME_PATTERN, host) is not None
+
+
 def validate_document(document: dict[str, Any]) -> None:
     validate(_document_validator, document)
     _check_limits(document)
+    _check_consumable(document)
 
 
 def _row() -> SettingsDocument:

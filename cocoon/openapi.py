@@ -27,7 +27,11 @@ def _operation(method: Any) -> dict[str, Any]:
         "operationId": method.name.replace(".", "_"),
         "summary": method.description,
         "tags": [method.name.split(".")[0]],
-        "requestBody": {"required": False, "content": {"application/json": {"schema": method.params}}},
+        # An empty body means {}: a body is required exactly when {} would not do.
+        "requestBody": {
+            "required": not method.params_validator.is_valid({}),
+            "content": {"application/json": {"schema": method.params}},
+        },
         "responses": responses,
         "x-cocoon-admin": method.admin,
         "x-cocoon-agent-side": method.agent_side,

@@ -80,6 +80,12 @@ PARAMS_NOT_OBJECT = _("Params must be a JSON object.")
 class Registry:
     def __init__(self) -> None:
         self._methods: dict[str, Method] = {}
+        self._translations: list[tuple[tuple[type[Exception], ...], Callable[[Exception], ServiceError]]] = []
+
+    def translate(self, *types: type[Exception], into: Callable[[Exception], ServiceError]) -> None:
+        """Errors of a lower layer's library (the engine's client: the engine went away) that escape a
+        service become the given ServiceError where calls end, never an internal error."""
+        self._translations.append((types, into))
 
     def method(
         self,
@@ -138,10 +144,10 @@ class Registry:
             raise RpcError(ErrorCode.FORBIDDEN, ADMIN_ONLY, name=name)
         if method.ws_only and connection is None:
             raise RpcError(ErrorCode.INVALID_REQUEST, WS_ONLY, name=name)
-        if params is None:
+        if params is None:  # no params at all (an empty body, a frame without "params"): none given
             params = {}
         if not isinstance(params, dict):
-            raise RpcError(ErrorCode.INVALID_PARAMS, PARAMS_NOT_OBJECT)
+            raise RpcError(ErrorCode.INVALID_REQUEST, PARAMS_NOT_OBJECT)
         validate(method.params_validator, params)
         try:
             result = method.handler(
@@ -149,6 +155,11 @@ class Registry:
             )
         except ServiceError as error:
             raise error.as_rpc_error() from error
+        except Exception as error:
+            for types, into in self._translations:
+                if isinstance(error, types):
+                    raise into(error).as_rpc_error() from error
+            raise
         if settings.COCOON_VALIDATE_RESULTS:
             method.result_validator.validate(result)
         return result

@@ -78,6 +78,11 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
             {"path": _join([*path, name]), "code": "required", "message": _("This field is required.")}
             for name in missing
         ]
+    if kind == "anyOf" and all(set(choice) == {"required"} for choice in value):
+        # Alternative parameter sets (schedule.preview: cron, or a saved scheduleId).
+        names = ", ".join(name for choice in value for name in choice["required"])
+        message = interpolate_lazy(_("One of these fields is required: %(names)s."), {"names": names})
+        return [{"path": _join(path), "code": "required", "message": message}]
     if kind == "additionalProperties" and isinstance(error.instance, dict):
         known = error.schema.get("properties", {})
         patterns = error.schema.get("patternProperties", {})
@@ -113,4 +118,6 @@ def validate(validator: Draft202012Validator, instance: Any) -> None:
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         fields = [field for error in errors for field in _field_errors(error)]
+        # One missing or unknown name is reported once, though each failing keyword lists them all.
+        fields = list({(field["path"], field["code"]): field for field in fields}.values())
         raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields})

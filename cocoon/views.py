@@ -17,7 +17,7 @@ import cocoon
 from cocoon.errors import ErrorCode, RpcError, ServiceError
 from cocoon.i18n import language_of_request
 from cocoon.openapi import openapi_document
-from cocoon.registry import registry
+from cocoon.registry import PARAMS_NOT_OBJECT, registry
 
 logger = logging.getLogger(__name__)
 
@@ -52,17 +52,21 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     return error_response(error, request)
 
 
-def parse_params(body: bytes) -> Any:
-    """Params are the whole body as JSON, whatever the Content-Type claims (curl -d sends a form type)."""
+def parse_params(body: bytes) -> dict[str, Any]:
+    """Params are the whole body as a JSON object, whatever the Content-Type claims (curl -d sends a form
+    type). An empty body means no params; any other JSON value (null, a list, a string) is refused."""
     if not body.strip():
         return {}
     try:
-        return json.loads(body)
+        params = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         details = (
             {"line": error.lineno, "column": error.colno} if isinstance(error, json.JSONDecodeError) else {}
         )
         raise RpcError(ErrorCode.INVALID_JSON, details=details) from None
+    if not isinstance(params, dict):
+        raise RpcError(ErrorCode.INVALID_REQUEST, PARAMS_NOT_OBJECT)
+    return params
 
 
 class RpcView(APIView):

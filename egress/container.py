@@ -122,6 +122,14 @@ def _create(tag: str) -> Any:
     return container
 
 
+def restart_proxy() -> None:
+    with _lock:
+        container = _find()
+        if container is not None:
+            policy.forget_ack()  # the old process's ack must not vouch for the new one
+            container.restart()
+
+
 def proxy_running() -> bool:
     container = _find()
     return container is not None and container.status == "running"
@@ -132,13 +140,15 @@ def proxy_status() -> dict[str, Any]:
     running = container is not None and container.status == "running"
     current = policy.current() or {}
     # Only an ack written since the container (re)started counts (the engine may restart it itself).
-    acked = policy.acknowledged(since=_started_at(container)) if running else None
+    since = _started_at(container) if running else None
+    acked = policy.acknowledged(since=since) if running else None
     return {
         "running": running,
         "image": image_tag(),
         "address": _internal_ip(container) if container is not None else None,
         "policyVersion": current.get("version"),
         "acknowledgedVersion": acked,
+        "policyError": policy.refused(current.get("version"), since=since) if running else None,
     }
 
 

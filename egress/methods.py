@@ -32,6 +32,8 @@ EGRESS_STATUS = obj(
         "address": nullable(STRING),
         "policyVersion": nullable(INTEGER),
         "acknowledgedVersion": nullable(INTEGER),
+        # Why the proxy refused the current policy (it keeps serving the last one it could use).
+        "policyError": nullable(STRING),
     }
 )
 PROVIDER_ID = string(pattern="^[a-z0-9][a-z0-9-]{0,31}$")
@@ -56,6 +58,7 @@ def egress_status(call: Call) -> dict[str, Any]:
             "address": None,
             "policyVersion": None,
             "acknowledgedVersion": None,
+            "policyError": None,
         }
     return {"enforced": True, **proxy_status()}
 
@@ -90,7 +93,7 @@ def egress_denied(call: Call) -> list[dict[str, Any]]:
     description="Allow a host (the one-click allow of a denied attempt): for every sandbox, or only for "
     "sandboxId. Takes effect at once, without restarting anything.",
     params=obj(
-        {"host": config.HOST | {"maxLength": 253}, "sandboxId": SANDBOX_ID},
+        {"host": config.HOST, "sandboxId": SANDBOX_ID},
         required=("host",),
     ),
     result=obj({"host": STRING, "sandboxId": nullable(STRING), "allowlist": array(STRING)}),
@@ -146,6 +149,7 @@ def providers_list(call: Call) -> list[dict[str, Any]]:
     "for a saved one, or provider (and key) for input not saved yet.",
     params=obj(
         {"providerId": PROVIDER_ID, "provider": config.PROVIDER, "key": string(maxLength=10_000)},
+        anyOf=[{"required": ["providerId"]}, {"required": ["provider"]}],
     ),
     result=obj(
         {

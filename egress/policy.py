@@ -103,15 +103,33 @@ def current() -> dict[str, Any] | None:
         return None
 
 
-def acknowledged(since: float | None = None) -> int | None:
-    """The version the proxy has loaded; with since, only if it said so after that time."""
+def _ack(since: float | None = None) -> dict[str, Any]:
+    """What the proxy last said (ack.json); with since, only if it said so after that time."""
     path = egress_dir() / "ack.json"
     try:
         if since is not None and path.stat().st_mtime < since:
-            return None
-        return json.loads(path.read_text())["version"]
-    except (OSError, ValueError, KeyError):
+            return {}
+        ack = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return ack if isinstance(ack, dict) else {}
+
+
+def acknowledged(since: float | None = None) -> int | None:
+    """The version the proxy has loaded; with since, only if it said so after that time."""
+    version = _ack(since).get("version")
+    return version if isinstance(version, int) else None
+
+
+def refused(version: int | None = None, since: float | None = None) -> str | None:
+    """Why the proxy refused a policy (it keeps serving the last one it could use): the newest refusal,
+    or only one of at least the given version."""
+    refusal = _ack(since).get("refused")
+    if not isinstance(refusal, dict) or not isinstance(refusal.get("version"), int):
         return None
+    if version is not None and refusal["version"] < version:
+        return None
+    return str(refusal.get("error", ""))[:500]
 
 
 def forget_ack() -> None:
@@ -133,11 +151,12 @@ def publish() -> int:
 
 
 def wait_for_ack(version: int, timeout: float = 5.0) -> bool:
+    """Whether the proxy loaded this version (or a newer one) in time; False at once if it refused it."""
     deadline = time.monotonic() + timeout
     while True:
         acked = acknowledged()
         if acked is not None and acked >= version:
             return True
-        if time.monotonic() > deadline:
+        if refused(version) is not None or time.monotonic() > deadline:
             return False
         time.sleep(ACK_POLL_S)

@@ -84,15 +84,42 @@ def start_proxy() -> None:
             ErrorCode.CONFLICT, _("The %(driver)s driver does not enforce egress."), driver=get_driver().kind
         )
     _ensure_proxy()
-    sync(wait=True)
+    try:
+        sync(wait=True)
+    except PolicyNotLoaded as error:
+        if error.refused:
+            raise
+        # Running, yet deaf to its policy file: a wedged proxy is what the checklist's fix is for.
+        from egress.container import restart_proxy
+
+        restart_proxy()
+        sync(wait=True)
+
+
+class PolicyNotLoaded(RpcError):
+    def __init__(self, refused: str | None) -> None:
+        self.refused = refused
+        if refused is None:
+            super().__init__(ErrorCode.UNAVAILABLE, _("The egress proxy did not confirm its new policy."))
+        else:
+            super().__init__(
+                ErrorCode.UNAVAILABLE,
+                _("The egress proxy refused its new policy and keeps serving the last one: %(reason)s"),
+                reason=refused,
+            )
 
 
 def sync(wait: bool = True) -> None:
-    """Publish the policy; with wait, return only once the proxy has loaded it."""
+    """Publish the policy; with wait, return only once a running proxy has loaded it (one that is not
+    running loads the newest policy when it starts)."""
+    from egress.container import proxy_running
+
     version = policy.publish()
-    proxied = enforced() or local_proxy_running()
-    if wait and proxied and not policy.wait_for_ack(version, ACK_TIMEOUT_S):
-        raise RpcError(ErrorCode.UNAVAILABLE, _("The egress proxy did not confirm its new policy."))
+    if not wait:
+        return
+    proxied = proxy_running() if enforced() else local_proxy_running()
+    if proxied and not policy.wait_for_ack(version, ACK_TIMEOUT_S):
+        raise PolicyNotLoaded(policy.refused(version))
 
 
 def sync_quietly() -> None:

@@ -21,6 +21,11 @@ def _egress_proxy() -> tuple[bool, Any]:
         return False, str(error)
     if not status["running"]:
         return False, _("The egress proxy is not running: start it with egress.start_proxy.")
+    if status["policyError"]:
+        return False, interpolate_lazy(
+            _("The egress proxy refused the current policy and keeps serving the last one: %(reason)s"),
+            {"reason": status["policyError"]},
+        )
     if status["policyVersion"] is not None and status["acknowledgedVersion"] != status["policyVersion"]:
         return False, _("The egress proxy has not loaded the current policy yet.")
     return True, interpolate_lazy(

@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, config, events, vault
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import ErrorCode, RpcError, field_error
 from sandboxes import gitpush
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import WORKSPACE, DriverError, ExecResult
@@ -196,9 +196,17 @@ def read_file(sandbox_id: str, path: str, encoding: str | None = None) -> dict[s
     return {"content": base64.b64encode(content).decode(), "encoding": "base64"}
 
 
+def _content_bytes(content: str, encoding: str) -> bytes:
+    try:
+        return base64.b64decode(content, validate=True) if encoding == "base64" else content.encode()
+    except ValueError:  # not base64 (binascii.Error is one), or text with lone surrogates
+        message = _("Is not valid base64.") if encoding == "base64" else _("Is not valid UTF-8 text.")
+        raise field_error("content", message) from None
+
+
 def write_file(sandbox_id: str, path: str, content: str, encoding: str, *, actor: Actor) -> None:
+    data = _content_bytes(content, encoding)
     sandbox = _running_sandbox(sandbox_id)
-    data = base64.b64decode(content, validate=True) if encoding == "base64" else content.encode()
     if len(data) > MAX_FILE_BYTES:
         raise RpcError(ErrorCode.INVALID_PARAMS, _("%(path)s is larger than the limit."), path=path)
     _checked(_run(sandbox_id, "write", normalize(path), stdin=data), path)

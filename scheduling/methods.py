@@ -3,6 +3,9 @@
 from datetime import datetime
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
+from cocoon.errors import field_error
 from cocoon.registry import Call, registry
 from cocoon.schema import (
     ANY_OBJECT,
@@ -289,7 +292,8 @@ def schedule_run(call: Call) -> dict[str, Any]:
             "scheduleId": SCHEDULE_ID,
             "count": integer(minimum=1, maximum=100),
             "after": TIMESTAMP,
-        }
+        },
+        anyOf=[{"required": ["cron"]}, {"required": ["scheduleId"]}],
     ),
     result=obj({"cron": STRING, "timezone": STRING, "times": array(TIMESTAMP)}),
     agent_side=True,
@@ -301,5 +305,13 @@ def schedule_preview(call: Call) -> dict[str, Any]:
         timezone_name=params.get("timezone"),
         schedule_id=params.get("scheduleId"),
         count=params.get("count", 5),
-        after=datetime.fromisoformat(params["after"]) if "after" in params else None,
+        after=_instant(params["after"]) if "after" in params else None,
     )
+
+
+def _instant(value: str) -> datetime:
+    """RFC 3339 passed the schema; the few spellings Python cannot read are still the caller's error."""
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise field_error("after", _("Has an invalid format.")) from None

@@ -110,25 +110,40 @@ def _write_atomically(name: str, data: dict[str, Any]) -> None:
 
 
 def load_policy(seen: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
-    """Load policy.json if it changed since seen, and acknowledge its version."""
+    """Load policy.json if it changed since seen, and acknowledge its version. A document it cannot
+    use is refused in the ack, and the last good policy keeps serving: one bad entry must never take
+    egress down for every sandbox."""
     global policy
     try:
         stat = os.stat(os.path.join(DIR, "policy.json"))
-        if (stat.st_ino, stat.st_mtime_ns, stat.st_size) == seen:
+        key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        if key == seen:
             return seen
         with open(os.path.join(DIR, "policy.json")) as file:
-            policy = Policy(json.load(file))
-        _write_atomically("ack.json", {"version": policy.version, "pid": os.getpid()})
-        return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+            document = json.load(file)
     except (OSError, ValueError) as error:
         print(f"policy not loaded: {error}", file=sys.stderr, flush=True)
         return seen
+    ack: dict[str, Any] = {"version": policy.version, "pid": os.getpid()}
+    try:
+        policy = Policy(document)
+        ack["version"] = policy.version
+    except Exception as error:
+        version = document.get("version") if isinstance(document, dict) else None
+        reason = f"{type(error).__name__}: {error}"[:500]
+        print(f"policy {version} refused, keeping {policy.version}: {reason}", file=sys.stderr, flush=True)
+        ack["refused"] = {"version": version if isinstance(version, int) else 0, "error": reason}
+    _write_atomically("ack.json", ack)
+    return key
 
 
 def watch_policy(seen: tuple[int, int, int] | None) -> None:
     while True:
         time.sleep(RELOAD_INTERVAL_S)
-        seen = load_policy(seen)
+        try:
+            seen = load_policy(seen)
+        except Exception as error:  # e.g. no room for ack.json: try again, never stop watching
+            print(f"policy watch: {error}", file=sys.stderr, flush=True)
 
 
 class DeniedLog:

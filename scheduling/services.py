@@ -164,6 +164,13 @@ def check_template(params: dict[str, Any], path: str = "") -> dict[str, Any]:
     return params | {"workflow": check_workflow(params.get("workflow"), f"{prefix}workflow")}
 
 
+def check_network(template: dict[str, Any], actor: Actor) -> None:
+    """A task's own sandbox is created by the runner, but its network mode is the template author's
+    choice: agent tokens get only the allowed ones."""
+    if not template.get("sandboxId"):
+        sandboxes.check_network_mode(template.get("sandbox", {}).get("network"), actor)
+
+
 def render_prompt(template: str, task: Task, step: int) -> str:
     values = {
         "prompt": task.prompt,
@@ -241,6 +248,8 @@ def create_task(
 ) -> Task:
     """A queued task, handed to a runner once the transaction commits (unless start is False)."""
     checked = check_template(params)
+    if schedule is None:  # a schedule's runs were checked when its template was written
+        check_network(checked, actor)
     prompt = checked["prompt"]
     task = Task(
         title=checked.get("title") or (prompt.strip().splitlines() or [""])[0][:200] or "task",

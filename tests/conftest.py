@@ -317,13 +317,16 @@ def sandbox_image(docker_client: Any) -> str:
 
 
 def instance_objects(client: Any, instance: str) -> dict[str, set[str]]:
-    """Names of the containers and volumes of one cocoon instance, without the shared ones it makes on
-    demand (the toolbox volume, the egress proxy), which belong to no sandbox."""
+    """Names of the containers, volumes and networks of one cocoon instance, without the shared ones it
+    makes on demand (the toolbox volume, the egress proxy and its outbound network), which belong to no
+    sandbox."""
     label = f"io.cocoon.instance={instance}"
     containers = {c.name for c in client.containers.list(all=True, filters={"label": label})}
+    networks = {n.name for n in client.networks.list(filters={"label": label})}
     return {
         "containers": containers - {f"{instance}-egress-proxy"},
         "volumes": {v.name for v in client.volumes.list(filters={"label": label})} - {f"{instance}-agents"},
+        "networks": networks - {f"{instance}-outbound"},
     }
 
 

@@ -166,16 +166,27 @@ def credentials_env(
         chosen_model = model or provider.get("defaultModel", "")
         if chosen_model and provider["kind"] in {"anthropic", "openai"}:
             env[f"{prefix}_MODEL"] = chosen_model
-    # A secret some provider brokers goes only through that provider (when it is not chosen, another
-    # credential of the same kind is).
-    brokered = {provider.get("secret") for provider in all_providers(document).values()}
-    for name in profile.secrets:
-        if name not in brokered and (value := vault.read_secret(name)) is not None:
-            env[name] = value
-            raw.append(name)
-    for name in raw:
+    unbrokered = _unbrokered(profile.secrets, document)
+    for name in [*raw, *unbrokered]:
         _check_raw(name, actor, document)
-    return env, list(chosen) if proxied else []
+    return env | unbrokered, list(chosen) if proxied else []
+
+
+def _unbrokered(profile_secrets: list[str], document: dict[str, Any]) -> dict[str, str]:
+    """The profile's secrets that are set and that no provider brokers: they could only go in as
+    themselves. (A secret some provider brokers goes only through that provider; when it is not
+    chosen, another credential of the same kind is.)"""
+    brokered = {provider.get("secret") for provider in all_providers(document).values()}
+    values = {name: vault.read_secret(name) for name in profile_secrets if name not in brokered}
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def check_profile_secrets(profile_secrets: list[str], actor: Actor) -> None:
+    """Up front, what spawning a profile for this caller would need (task and schedule templates: their
+    runs start later, as the server itself)."""
+    document = config.get_settings()
+    for name in _unbrokered(profile_secrets, document):
+        _check_raw(name, actor, document)
 
 
 def _check_raw(name: str, actor: Actor, document: dict[str, Any]) -> None:

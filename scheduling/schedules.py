@@ -132,7 +132,7 @@ def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -
 def create_schedule(params: dict[str, Any], *, actor: Actor, now: datetime | None = None) -> Schedule:
     schedule = Schedule()
     _apply(schedule, params)
-    services.check_network(schedule.template, actor)
+    services.check_author(schedule.template, actor)
     schedule.next_run_at = _next_run(schedule, now or timezone.now())
     return _save(schedule, "schedule.created", actor, create=True)
 
@@ -144,7 +144,7 @@ def update_schedule(
     timing = (schedule.cron, schedule.timezone, schedule.enabled)
     _apply(schedule, params)
     if "template" in params:
-        services.check_network(schedule.template, actor)
+        services.check_author(schedule.template, actor)
     if (schedule.cron, schedule.timezone, schedule.enabled) != timing:
         schedule.next_run_at = _next_run(schedule, now or timezone.now())
     return _save(schedule, "schedule.updated", actor)

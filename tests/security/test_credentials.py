@@ -179,6 +179,13 @@ def test_a_raw_secret_needs_an_admin_mark_and_an_admin_caller(cocoond, agent_tok
     by_agent = spawn(cocoond, egress, "creds-raw", agent_token)
     assert error_of(by_agent) == (403, "forbidden")
     assert "RAW_THING" in by_agent.json()["error"]["message"]
+    # Nor through a task, whose runner starts the agent later as the server itself.
+    task = {
+        "prompt": "p",
+        "sandbox": {"network": "egress"},
+        "workflow": [{"profile": "creds-raw", "prompt": "x"}],
+    }
+    assert error_of(cocoond.post("task.create", task, token=agent_token)) == (403, "forbidden")
     assert_secret_absent(cocoond, egress, RAW_VALUE, docker_client)
     assert agent_env(cocoond, egress, "creds-raw", "admin")["RAW_THING"] == RAW_VALUE
 
@@ -207,3 +214,22 @@ def test_agent_tokens_choose_only_the_allowed_network_modes(cocoond, agent_token
         assert error_of(egress) == (403, "forbidden")
     finally:
         cocoond.call("settings.reset", {"keys": ["security"]})
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("docker_client")
+def test_the_secrets_page_warns_about_raw_secrets():
+    from cocoon import config, vault
+    from cocoon.actors import SYSTEM_ACTOR
+    from tests.test_ui import logged_in
+
+    client, _plain = logged_in()
+    vault.set_secret("RAW_THING", RAW_VALUE, actor=SYSTEM_ACTOR)
+    vault.set_secret("STANDIN_SECRET", STANDIN_KEY, actor=SYSTEM_ACTOR)
+    assert "Marked raw" not in client.get("/settings/secrets").content.decode()
+    config.update_settings({"secrets": {"RAW_THING": {"raw": True}}}, actor=SYSTEM_ACTOR)
+    page = client.get("/settings/secrets").content.decode()
+    assert "Marked raw: RAW_THING." in page
+    assert page.count(">raw</span>") == 1
+    german = client.get("/settings/secrets", headers={"accept-language": "de"}).content.decode()
+    assert "Als roh markiert: RAW_THING." in german

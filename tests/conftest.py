@@ -18,6 +18,7 @@ import pytest
 from websockets.sync.client import ClientConnection, connect
 
 from tests.netns import namespace_host
+from tests.upstream import public_upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -343,6 +344,13 @@ def outside_host() -> Iterator[tuple[str, int]]:
     )
     with namespace_host("out", "198.18.77", [sys.executable, "-c", serve], port) as address:
         yield address, port
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The recording stand-in for the internet behind the egress proxy (tests/upstream.py)."""
+    with public_upstream(tmp_path_factory.mktemp("upstream")) as stand_in:
+        yield stand_in
 
 
 @pytest.fixture(scope="session")

@@ -14,16 +14,10 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.leakcheck import assert_secret_absent
-from tests.upstream import NAMES, STANDIN_KEY, public_upstream
+from tests.upstream import NAMES, STANDIN_KEY
 
 # localhost and private.invalid are allowed by name, but resolve to non-public addresses.
 ALLOWED = ["allowed.invalid", "*.allowed.invalid", "llm.invalid", "private.invalid", "localhost"]
-
-
-@pytest.fixture(scope="module")
-def upstream(tmp_path_factory):
-    with public_upstream(tmp_path_factory.mktemp("upstream")) as stand_in:
-        yield stand_in
 
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,22 @@ def _sandbox_errors(error: Exception) -> DriverError:
     return _errors(error)
 
 
+def _host_routes() -> list[ipaddress.IPv4Network]:
+    """The host's IPv4 routes other than the default: another engine's bridges (Podman next to Docker)
+    and the host's own networks, which a sandbox network must not shadow."""
+    try:
+        lines = Path("/proc/net/route").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    routes = []
+    for line in lines:
+        fields = line.split()
+        destination, mask = (socket.ntohl(int(value, 16)) for value in (fields[1], fields[7]))
+        if mask:
+            routes.append(ipaddress.IPv4Network((destination, bin(mask).count("1"))))
+    return routes
+
+
 class DockerTty(TtySession):
     def __init__(self, api: Any, exec_id: str, sock: Any) -> None:
         self.api = api
@@ -190,7 +206,7 @@ class DockerDriver(SandboxDriver):
             for network in self.client.networks.list()
             for config in (network.attrs.get("IPAM") or {}).get("Config") or []
             if config.get("Subnet")
-        ]
+        ] + _host_routes()
         pool = ipaddress.ip_network(settings.COCOON_SANDBOX_SUBNETS)
         for subnet in pool.subnets(new_prefix=SUBNET_PREFIX):
             if not any(subnet.overlaps(other) for other in used):

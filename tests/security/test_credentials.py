@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.leakcheck import assert_secret_absent
-from tests.upstream import NAMES, STANDIN_KEY, public_upstream
+from tests.upstream import NAMES, STANDIN_KEY
 
 pytestmark = pytest.mark.e2e
 
@@ -29,12 +29,6 @@ PROFILES = {
     "creds-oauth": ["CLAUDE_CODE_OAUTH_TOKEN"],
     "creds-raw": ["RAW_THING"],
 }
-
-
-@pytest.fixture(scope="module")
-def upstream(tmp_path_factory):
-    with public_upstream(tmp_path_factory.mktemp("upstream")) as stand_in:
-        yield stand_in
 
 
 @pytest.fixture(scope="module")

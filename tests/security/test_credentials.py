@@ -184,6 +184,16 @@ def test_a_raw_secret_needs_an_admin_mark_and_an_admin_caller(cocoond, agent_tok
     assert agent_env(cocoond, egress, "creds-raw", "admin")["RAW_THING"] == RAW_VALUE
 
 
+def test_with_the_credential_proxy_off_a_provider_key_too_needs_the_raw_mark(cocoond, sandboxes):
+    cocoond.call("settings.update", {"egress": {"credentialProxy": False}})
+    try:
+        refused = spawn(cocoond, sandboxes["egress"], "creds-env", "admin", providers=["standin"])
+        assert error_of(refused) == (409, "conflict")
+        assert "STANDIN_SECRET" in refused.json()["error"]["message"]
+    finally:
+        cocoond.call("settings.update", {"egress": {"credentialProxy": True}})
+
+
 def test_agent_tokens_choose_only_the_allowed_network_modes(cocoond, agent_token, sandbox_image):
     before = len(cocoond.call("sandbox.list"))
     refused = cocoond.post("sandbox.create", {"network": "open", "image": sandbox_image}, token=agent_token)

@@ -24,13 +24,13 @@ from agents import status as rules
 from agents.choices import AgentStatus, PromptMode, StatusRule, StatusSource
 from agents.models import Agent, AgentProfile, new_agent_id
 from agents.profiles import get_profile, screen_rules
-from cocoon import activity, events, vault
+from cocoon import activity, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError
 from egress import providers as egress_providers
 from egress import services as egress
-from sandboxes.choices import NetworkMode, SandboxState
+from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError
 from sandboxes.models import Sandbox
@@ -166,19 +166,12 @@ def spawn_agent(
         status=AgentStatus.WORKING if prompt else AgentStatus.UNKNOWN,
         last_input_at=timezone.now() if prompt else None,
     )
-    chosen = egress_providers.choose(providers, profile.secrets)
-    provider_env = egress_providers.agent_env(
-        sandbox, chosen, model or profile.default_model, get_driver().host_alias
+    credentials, granted = egress_providers.credentials_env(
+        sandbox, providers, profile, model or profile.default_model, get_driver().host_alias, actor
     )
-    variables = {**profile.env, **provider_env, **(env or {}), "COCOON_AGENT_ID": agent.id}
-    # A provider's secret reaches the agent through the provider's variables (a placeholder behind
-    # the credential proxy), never as itself.
-    handed_by_providers = {provider.get("secret") for provider in chosen.values()}
-    for name in profile.secrets:
-        if name not in handed_by_providers and (value := vault.read_secret(name)) is not None:
-            variables[name] = value
-    if chosen and sandbox.network == NetworkMode.EGRESS:
-        egress.grant(sandbox, list(chosen))
+    variables = {**profile.env, **credentials, **(env or {}), "COCOON_AGENT_ID": agent.id}
+    if granted:
+        egress.grant(sandbox, granted)
     command = list(profile.command)
     if prompt and profile.prompt_mode == PromptMode.ARGUMENT:
         command.append(prompt)

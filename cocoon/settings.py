@@ -23,6 +23,9 @@ COCOON_BIND = env_str("COCOON_BIND", "127.0.0.1:7420")
 COCOON_DRIVER = env_str("COCOON_DRIVER", "auto")
 # Prefix and label of every engine object this instance makes; instances sharing an engine differ here.
 COCOON_INSTANCE = env_str("COCOON_INSTANCE", "cocoon")
+# Every docker/podman sandbox gets its own /28 network from this range (must not overlap the engine's
+# default-address-pools or the host's networks).
+COCOON_SANDBOX_SUBNETS = env_str("COCOON_SANDBOX_SUBNETS", "10.201.0.0/16")
 # The unprivileged host uid that runs bwrap sandboxes when cocoond itself runs as root.
 COCOON_BWRAP_UID = int(env_str("COCOON_BWRAP_UID", "100000"))
 # ...and where their folders live then (as another user it is COCOON_DATA/sandboxes).

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity
+from cocoon import activity, config
 from cocoon.actors import Actor
 from cocoon.datadir import read_or_create_private_file
 from cocoon.errors import ErrorCode, RpcError
@@ -24,6 +24,7 @@ def _fernet() -> Fernet:
 def serialize(secret: Secret) -> dict[str, Any]:
     return {
         "name": secret.name,
+        "raw": is_raw(secret.name),
         "createdAt": secret.created_at.isoformat(),
         "updatedAt": secret.updated_at.isoformat(),
     }
@@ -55,3 +56,10 @@ def read_secret(name: str) -> str | None:
     if secret is None:
         return None
     return _fernet().decrypt(bytes(secret.ciphertext)).decode()
+
+
+def is_raw(name: str, document: dict[str, Any] | None = None) -> bool:
+    """Whether an admin marked the secret raw (settings secrets.<name>.raw): where no provider can
+    broker it through the credential proxy, it is handed to agents as itself."""
+    document = document or config.get_settings()
+    return bool(document["secrets"].get(name, {}).get("raw"))

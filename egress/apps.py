@@ -26,7 +26,7 @@ def _policy_inputs_changed(sender: type, instance: object, **kwargs: object) -> 
     from sandboxes.choices import NetworkMode
     from sandboxes.models import Sandbox
 
-    # Sandbox rows change often (state, reconcile); only egress sandboxes are in the policy.
-    if sender is Sandbox and instance.network != NetworkMode.EGRESS:
+    # Sandbox rows change often (state, reconcile); sandboxes without network are not in the policy.
+    if sender is Sandbox and instance.network == NetworkMode.NONE:
         return
     transaction.on_commit(sync_quietly)

@@ -1,6 +1,6 @@
 """The egress proxy's container: built from images/egress-proxy (tagged by content, so a changed
-proxy is rebuilt), run read-only with no capabilities as cocoond's UID, on the internal network as
-cocoon-proxy and on the outbound network."""
+proxy is rebuilt), run read-only with no capabilities as cocoond's UID, on the outbound network and, as
+cocoon-proxy, on every sandbox's own network."""
 
 import contextlib
 import hashlib
@@ -16,7 +16,6 @@ from django.conf import settings
 from docker.errors import APIError, NotFound
 
 from egress import policy
-from sandboxes.choices import NetworkMode
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, labels, object_name
 
@@ -58,9 +57,9 @@ def ensure_image() -> str:
     return tag
 
 
-def _internal_ip(container: Any) -> str | None:
+def _address_on(container: Any, network: str) -> str | None:
     networks = container.attrs["NetworkSettings"].get("Networks") or {}
-    return (networks.get(get_driver().network_name(NetworkMode.EGRESS)) or {}).get("IPAddress") or None
+    return (networks.get(network) or {}).get("IPAddress") or None
 
 
 def _find() -> Any | None:
@@ -70,8 +69,8 @@ def _find() -> Any | None:
         return None
 
 
-def ensure_proxy() -> str:
-    """The proxy's address on the internal network, starting (or replacing) its container if needed."""
+def ensure_proxy() -> Any:
+    """The proxy's container, started (or replaced by a current one) if needed."""
     with _lock:
         tag = ensure_image()
         container = _find()
@@ -88,15 +87,27 @@ def ensure_proxy() -> str:
                 container.reload()
         except APIError as error:
             raise DriverError(str(error.explanation or error)) from error
-        ip = _internal_ip(container)
-        if ip is None:
-            raise DriverError("the egress proxy has no address on the internal network")
-        return ip
+        return container
+
+
+def attach(network: str) -> str:
+    """Put the proxy on one sandbox's network as cocoon-proxy; returns its address there."""
+    container = ensure_proxy()
+    if _address_on(container, network) is None:
+        try:
+            _client().networks.get(network).connect(container, aliases=[ALIAS])
+        except APIError as error:
+            raise DriverError(str(error.explanation or error)) from error
+        container.reload()
+    address = _address_on(container, network)
+    if address is None:
+        raise DriverError(f"the egress proxy has no address on {network}")
+    return address
 
 
 def _create(tag: str) -> Any:
     driver = get_driver()
-    driver.ensure_networks(NetworkMode.EGRESS, "outbound")
+    driver.ensure_networks("outbound")
     policy.publish()  # the proxy starts with a policy to load
     client = driver.client
     container = client.containers.create(
@@ -115,7 +126,9 @@ def _create(tag: str) -> Any:
         **driver.service_options(),
     )
     try:
-        client.networks.get(driver.network_name(NetworkMode.EGRESS)).connect(container, aliases=[ALIAS])
+        # A replaced proxy serves the sandboxes that exist already.
+        for network in driver.sandbox_networks():
+            network.connect(container, aliases=[ALIAS])
     except Exception:
         container.remove(force=True)
         raise
@@ -145,7 +158,7 @@ def proxy_status() -> dict[str, Any]:
     return {
         "running": running,
         "image": image_tag(),
-        "address": _internal_ip(container) if container is not None else None,
+        "address": _address_on(container, get_driver().network_name("outbound")) if container else None,
         "policyVersion": current.get("version"),
         "acknowledgedVersion": acked,
         "policyError": policy.refused(current.get("version"), since=since) if running else None,

@@ -44,13 +44,13 @@ def build() -> dict[str, Any]:
     document = config.get_settings()
     driver = get_driver()
     enforced = Capability.EGRESS_ENFORCED in driver.capabilities()
-    internal = driver.network_name(NetworkMode.EGRESS) if enforced else None
     sandboxes: dict[str, Any] = {}
     tokens: dict[str, Any] = {}
     grants: dict[str, list[str]] = {}
     for sandbox_id, provider in ProviderGrant.objects.values_list("sandbox_id", "provider"):
         grants.setdefault(sandbox_id, []).append(provider)
-    running = Sandbox.objects.filter(network=NetworkMode.EGRESS).exclude(state=SandboxState.MISSING)
+    # Open sandboxes too: they reach the credential routes on their own network.
+    running = Sandbox.objects.exclude(network=NetworkMode.NONE).exclude(state=SandboxState.MISSING)
     for sandbox in running.only("id", "ips", "proxy_token"):
         entry = {
             "id": sandbox.id,
@@ -60,7 +60,7 @@ def build() -> dict[str, Any]:
         }
         if not enforced:
             tokens[sandbox.proxy_token] = entry
-        elif ip := (sandbox.ips or {}).get(internal):
+        elif ip := (sandbox.ips or {}).get(driver.sandbox_network(sandbox.id)):
             sandboxes[ip] = entry
     if not enforced:
         # The local proxy (bwrap): every sandbox and the host itself come from loopback.

@@ -9,8 +9,12 @@ import httpx
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import config, vault
-from cocoon.errors import field_error, interpolate_lazy
+from cocoon.actors import Actor
+from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
 from sandboxes.choices import NetworkMode
+
+# Claude Code's subscription token: a bearer for api.anthropic.com, brokered like an API key.
+OAUTH_SECRET = "CLAUDE_CODE_OAUTH_TOKEN"
 
 BUILTIN: dict[str, dict[str, Any]] = {
     "anthropic": {
@@ -23,6 +27,12 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "kind": "openai",
         "baseUrl": "https://api.openai.com/v1",
         "secret": "OPENAI_API_KEY",
+        "auth": "bearer",
+    },
+    "anthropic-oauth": {
+        "kind": "anthropic",
+        "baseUrl": "https://api.anthropic.com",
+        "secret": OAUTH_SECRET,
         "auth": "bearer",
     },
 }
@@ -57,6 +67,8 @@ def env_prefix(provider_id: str, provider: dict[str, Any]) -> str:
 
 def key_variable(provider_id: str, provider: dict[str, Any]) -> str:
     prefix = env_prefix(provider_id, provider)
+    if provider["kind"] == "anthropic" and provider.get("secret") == OAUTH_SECRET:
+        return OAUTH_SECRET
     if provider["kind"] == "anthropic" and provider.get("auth") == "bearer":
         return "ANTHROPIC_AUTH_TOKEN"
     return f"{prefix}_API_KEY"
@@ -93,35 +105,109 @@ def choose(requested: list[str] | None, profile_secrets: list[str]) -> dict[str,
                 )
             chosen[provider_id] = provider
         return chosen
-    return {
-        provider_id: provider
-        for provider_id, provider in known.items()
-        if provider.get("secret") in profile_secrets and key_of(provider)
-    }
+    chosen, prefixes = {}, set()
+    for provider_id, provider in known.items():
+        # One provider per set of variables: the first (an API key before an OAuth token) wins.
+        prefix = env_prefix(provider_id, provider)
+        if provider.get("secret") in profile_secrets and prefix not in prefixes and key_of(provider):
+            chosen[provider_id] = provider
+            prefixes.add(prefix)
+    return chosen
 
 
-def agent_env(sandbox: Any, chosen: dict[str, dict[str, Any]], model: str, host_alias: str) -> dict[str, str]:
-    """The variables of SPEC §5's table. Through the credential proxy the key is a placeholder only
-    this sandbox can use, and the base URL is the proxy's route."""
+def credentials_env(
+    sandbox: Any,
+    requested: list[str] | None,
+    profile: Any,
+    model: str,
+    host_alias: str,
+    actor: Actor,
+) -> tuple[dict[str, str], list[str]]:
+    """The variables that carry credentials to one agent, and the providers its sandbox needs grants for.
+
+    The credential proxy is the only way a credential reaches an agent (SPEC §5): a provider's secret
+    becomes a placeholder only this sandbox can use, the base URL the proxy's route. A sandbox without
+    network gets no credentials at all. Anything else goes in as itself only if an admin marked it raw,
+    and only when an admin asks.
+    """
     from egress.services import credential_proxy_url
 
-    proxied = sandbox.network == NetworkMode.EGRESS and config.get_settings()["egress"]["credentialProxy"]
-    proxy_base = credential_proxy_url() if proxied else ""
+    chosen = choose(requested, profile.secrets)
+    if sandbox.network == NetworkMode.NONE and chosen:
+        if requested:
+            raise field_error(
+                "providers", _("The sandbox has no network: its agents cannot use providers."), "no_network"
+            )
+        raise RpcError(
+            ErrorCode.CONFLICT,
+            _(
+                "Sandbox %(sandbox)s has no network: the credential proxy cannot broker %(names)s, which "
+                "profile %(profile)s hands out."
+            ),
+            sandbox=sandbox.id,
+            names=", ".join(provider["secret"] for provider in chosen.values()),
+            profile=profile.name,
+        )
+    document = config.get_settings()
+    proxied = document["egress"]["credentialProxy"]
     env: dict[str, str] = {}
+    raw: list[str] = []
     for provider_id, provider in chosen.items():
         prefix = env_prefix(provider_id, provider)
         if proxied:
-            env[f"{prefix}_BASE_URL"] = f"{proxy_base}/p-{provider_id}"
+            env[f"{prefix}_BASE_URL"] = f"{credential_proxy_url()}/p-{provider_id}"
             key = f"cocoon_{sandbox.proxy_token}_{provider.get('secret', 'NONE')}"
         else:
             env[f"{prefix}_BASE_URL"] = reachable_base_url(provider["baseUrl"], host_alias)
             key = key_of(provider)
         if provider.get("auth") != "none":
             env[key_variable(provider_id, provider)] = key
+            raw += [] if proxied else [provider["secret"]]
         chosen_model = model or provider.get("defaultModel", "")
         if chosen_model and provider["kind"] in {"anthropic", "openai"}:
             env[f"{prefix}_MODEL"] = chosen_model
-    return env
+    unbrokered = _unbrokered(profile.secrets, document)
+    for name in [*raw, *unbrokered]:
+        _check_raw(name, actor, document)
+    return env | unbrokered, list(chosen) if proxied else []
+
+
+def _unbrokered(profile_secrets: list[str], document: dict[str, Any]) -> dict[str, str]:
+    """The profile's secrets that are set and that no provider brokers: they could only go in as
+    themselves. (A secret some provider brokers goes only through that provider; when it is not
+    chosen, another credential of the same kind is.)"""
+    brokered = {provider.get("secret") for provider in all_providers(document).values()}
+    values = {name: vault.read_secret(name) for name in profile_secrets if name not in brokered}
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def check_profile_secrets(profile_secrets: list[str], actor: Actor) -> None:
+    """Up front, what spawning a profile for this caller would need (task and schedule templates: their
+    runs start later, as the server itself)."""
+    document = config.get_settings()
+    for name in _unbrokered(profile_secrets, document):
+        _check_raw(name, actor, document)
+
+
+def _check_raw(name: str, actor: Actor, document: dict[str, Any]) -> None:
+    if not vault.is_raw(name, document):
+        raise RpcError(
+            ErrorCode.CONFLICT,
+            _(
+                "The secret %(name)s cannot reach an agent: no provider brokers it through the credential "
+                "proxy, and no admin marked it raw (settings secrets.%(name)s.raw)."
+            ),
+            name=name,
+        )
+    if not actor.is_admin:
+        raise RpcError(
+            ErrorCode.FORBIDDEN,
+            _(
+                "The secret %(name)s would reach the agent as itself (it is marked raw): only an admin may "
+                "do that."
+            ),
+            name=name,
+        )
 
 
 # -- providers.test -----------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 import json
 import logging
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import transaction
 from django.db.models import F
@@ -23,6 +24,7 @@ from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, SandboxSpec
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 ACK_TIMEOUT_S = 10
 # Denied attempts keep this many distinct hosts per sandbox; the rest are counted under OTHER_HOSTS
 # (no host name: the one-click allow refuses it).
@@ -47,15 +49,25 @@ def enforced() -> bool:
 
 
 def prepare(spec: SandboxSpec) -> None:
-    """Before an egress sandbox is created: the proxy runs, and the sandbox is pointed at it (where
-    the driver cannot enforce egress, at the local proxy on loopback, which it may also bypass)."""
-    if spec.network != NetworkMode.EGRESS:
+    """Before a sandbox with network is created: where the driver enforces egress, the sandbox gets
+    its own network with the proxy on it (cocoon-proxy: the credential routes in every mode, the only
+    way out in egress mode). Egress sandboxes are pointed at the proxy (where the driver cannot enforce
+    egress, at the local proxy on loopback, which they may also bypass)."""
+    if spec.network == NetworkMode.NONE:
         return
     if enforced():
-        spec.dns[:] = [_ensure_proxy()]
+        from egress.container import attach
+
+        network = get_driver().create_sandbox_network(spec.sandbox_id, spec.network)
+        address = _engine_errors(attach, network)
+        if spec.network != NetworkMode.EGRESS:
+            return
+        spec.dns[:] = [address]
         url, no_proxy = PROXY_URL, NO_PROXY
-    else:
+    elif spec.network == NetworkMode.EGRESS:
         url, no_proxy = f"http://{LOOPBACK}:{ensure_local_proxy()['forward']}", f"{LOOPBACK},localhost"
+    else:
+        return
     proxy_env = {"HTTP_PROXY": url, "HTTPS_PROXY": url, "NO_PROXY": no_proxy}
     spec.env.update(proxy_env | {name.lower(): value for name, value in proxy_env.items()})
 
@@ -66,14 +78,12 @@ def credential_proxy_url() -> str:
     return f"http://{LOOPBACK}:{ensure_local_proxy()['credential']}"
 
 
-def _ensure_proxy() -> str:
-    from egress.container import ensure_proxy
-
+def _engine_errors(operation: Callable[..., T], *args: Any) -> T:
     try:
-        return ensure_proxy()
+        return operation(*args)
     except DriverError:
         raise
-    except Exception as error:  # an engine error while building or starting it
+    except Exception as error:  # an engine error while building or starting the proxy
         raise DriverError(str(error)) from error
 
 
@@ -83,7 +93,9 @@ def start_proxy() -> None:
         raise RpcError(
             ErrorCode.CONFLICT, _("The %(driver)s driver does not enforce egress."), driver=get_driver().kind
         )
-    _ensure_proxy()
+    from egress.container import ensure_proxy
+
+    _engine_errors(ensure_proxy)
     try:
         sync(wait=True)
     except PolicyNotLoaded as error:
@@ -254,7 +266,7 @@ def watch_proxy() -> None:
 
     if not enforced():
         return
-    needed = Sandbox.objects.filter(network=NetworkMode.EGRESS, state=SandboxState.RUNNING).exists()
+    needed = Sandbox.objects.filter(state=SandboxState.RUNNING).exclude(network=NetworkMode.NONE).exists()
     if needed and not proxy_running():
         logger.warning("the egress proxy is down: starting it again")
         ensure_proxy()

@@ -11,7 +11,8 @@ class SandboxState(models.TextChoices):
 
 class NetworkMode(models.TextChoices):
     NONE = "none", "none"  # loopback only
-    EGRESS = "egress", "egress"  # only cocoon-internal; the egress proxy is the way out
+    # Each sandbox with network has its own, shared only with the egress proxy.
+    EGRESS = "egress", "egress"  # an internal network; the egress proxy is the way out
     OPEN = "open", "open"  # a bridge with free internet
 
 

@@ -108,6 +108,22 @@ def _limits(requested: dict[str, Any] | None, defaults: dict[str, Any]) -> Limit
     return Limits(cpus=float(limits["cpus"]), memory_mb=int(limits["memoryMb"]), pids=int(limits["pids"]))
 
 
+def check_network_mode(network: str | None, actor: Actor) -> str:
+    """The network mode asked for (or the default): agent-scoped tokens may only choose those
+    settings.security.agentNetworkModes allows (an open sandbox reaches anything)."""
+    document = config.get_settings()
+    network = network or document["sandbox"]["network"]
+    allowed = document["security"]["agentNetworkModes"]
+    if not actor.is_admin and network not in allowed:
+        raise RpcError(
+            ErrorCode.FORBIDDEN,
+            _("Agent tokens may not choose the network mode %(network)s (allowed: %(allowed)s)."),
+            network=network,
+            allowed=", ".join(allowed) or "-",
+        )
+    return network
+
+
 def create_sandbox(
     *,
     actor: Actor,
@@ -123,7 +139,7 @@ def create_sandbox(
     defaults = config.get_settings()["sandbox"]
     driver = get_driver()
     image = image or defaults["image"]
-    network = network or defaults["network"]
+    network = check_network_mode(network, actor)
     runtime = runtime if runtime is not None else defaults["runtime"]
     resolved = _limits(limits, defaults)
     if repo and not REPO_URL.match(repo):

@@ -21,7 +21,7 @@ def _network() -> tuple[bool, Any]:
         driver = get_driver()
         if Capability.EGRESS_ENFORCED not in driver.capabilities():
             return True, _("Not needed by this driver.")
-        names = [driver.network_name("egress"), driver.network_name("open")]
+        names = [driver.network_name("outbound")]  # sandboxes' own networks are made with them
         present = {network.name for network in driver.client.networks.list(names=names)}
     except DriverError as error:
         return False, str(error)

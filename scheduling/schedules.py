@@ -135,6 +135,7 @@ def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -
 def create_schedule(params: dict[str, Any], *, actor: Actor, now: datetime | None = None) -> Schedule:
     schedule = Schedule()
     _apply(schedule, params)
+    services.check_author(schedule.template, actor)
     schedule.next_run_at = _next_run(schedule, now or timezone.now())
     return _save(schedule, "schedule.created", actor, create=True)
 
@@ -145,6 +146,8 @@ def update_schedule(
     schedule = get_schedule(schedule_id)
     timing = (schedule.cron, schedule.timezone, schedule.enabled)
     _apply(schedule, params)
+    if "template" in params:
+        services.check_author(schedule.template, actor)
     if (schedule.cron, schedule.timezone, schedule.enabled) != timing:
         schedule.next_run_at = _next_run(schedule, now or timezone.now())
     return _save(schedule, "schedule.updated", actor)

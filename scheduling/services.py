@@ -26,7 +26,7 @@ from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, ServiceError, interpolate_lazy
 from cocoon.i18n import LANGUAGES
-from egress.providers import all_providers
+from egress.providers import all_providers, check_profile_secrets
 from sandboxes import services as sandboxes
 from sandboxes.drivers.base import WORKSPACE
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap, StepStatus, TaskStatus
@@ -167,6 +167,15 @@ def check_template(params: dict[str, Any], path: str = "") -> dict[str, Any]:
     return params | {"workflow": check_workflow(params.get("workflow"), f"{prefix}workflow")}
 
 
+def check_author(template: dict[str, Any], actor: Actor) -> None:
+    """A task's sandbox and agents are started by the runner as the server, but what they get is the
+    template author's choice: agent tokens get only the allowed network modes and no raw secrets."""
+    if not template.get("sandboxId"):
+        sandboxes.check_network_mode(template.get("sandbox", {}).get("network"), actor)
+    for step in template["workflow"]:
+        check_profile_secrets(AgentProfile.objects.get(pk=step["profile"]).secrets, actor)
+
+
 def render_prompt(template: str, task: Task, step: int) -> str:
     values = {
         "prompt": task.prompt,
@@ -244,6 +253,8 @@ def create_task(
 ) -> Task:
     """A queued task, handed to a runner once the transaction commits (unless start is False)."""
     checked = check_template(params)
+    if schedule is None:  # a schedule's runs were checked when its template was written
+        check_author(checked, actor)
     prompt = checked["prompt"]
     task = Task(
         title=checked.get("title") or (prompt.strip().splitlines() or [""])[0][:200] or "task",

@@ -18,6 +18,7 @@ import pytest
 from websockets.sync.client import ClientConnection, connect
 
 from tests.netns import namespace_host
+from tests.upstream import public_upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -317,13 +318,16 @@ def sandbox_image(docker_client: Any) -> str:
 
 
 def instance_objects(client: Any, instance: str) -> dict[str, set[str]]:
-    """Names of the containers and volumes of one cocoon instance, without the shared ones it makes on
-    demand (the toolbox volume, the egress proxy), which belong to no sandbox."""
+    """Names of the containers, volumes and networks of one cocoon instance, without the shared ones it
+    makes on demand (the toolbox volume, the egress proxy and its outbound network), which belong to no
+    sandbox."""
     label = f"io.cocoon.instance={instance}"
     containers = {c.name for c in client.containers.list(all=True, filters={"label": label})}
+    networks = {n.name for n in client.networks.list(filters={"label": label})}
     return {
         "containers": containers - {f"{instance}-egress-proxy"},
         "volumes": {v.name for v in client.volumes.list(filters={"label": label})} - {f"{instance}-agents"},
+        "networks": networks - {f"{instance}-outbound"},
     }
 
 
@@ -340,6 +344,13 @@ def outside_host() -> Iterator[tuple[str, int]]:
     )
     with namespace_host("out", "198.18.77", [sys.executable, "-c", serve], port) as address:
         yield address, port
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The recording stand-in for the internet behind the egress proxy (tests/upstream.py)."""
+    with public_upstream(tmp_path_factory.mktemp("upstream")) as stand_in:
+        yield stand_in
 
 
 @pytest.fixture(scope="session")

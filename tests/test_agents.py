@@ -94,12 +94,18 @@ def test_keys_and_kill(cocoond, sandbox):
 
 
 def test_secrets_reach_the_agent_only_through_its_env_file(cocoond, sandbox, docker_client):
+    # The one kind of secret that goes in as itself: marked raw by an admin (provider keys go in as
+    # placeholders only, and not at all without network).
     value = "sk-agent-secret-0123456789"
-    cocoond.call("secrets.set", {"name": "ANTHROPIC_API_KEY", "value": value})
+    cocoond.call("secrets.set", {"name": "RAW_AGENT_SECRET", "value": value})
+    cocoond.call("settings.update", {"secrets": {"RAW_AGENT_SECRET": {"raw": True}}})
+    cocoond.call(
+        "profile.create", {"name": "raw-reader", "command": ["claude"], "secrets": ["RAW_AGENT_SECRET"]}
+    )
     try:
-        # claude-code receives ANTHROPIC_API_KEY; with no toolbox in this sandbox its command is not
-        # found, so the agent starts (reading and deleting its env file) and exits with 127.
-        agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="claude-code", prompt="hi")
+        # With no toolbox in this sandbox its command is not found, so the agent starts (reading and
+        # deleting its env file) and exits with 127.
+        agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="raw-reader")
         exited = wait(cocoond, agent, "exited")
         assert exited["exitCode"] == 127
         container = docker_client.containers.get(f"{cocoond.instance}-{sandbox['id']}")
@@ -115,7 +121,9 @@ def test_secrets_reach_the_agent_only_through_its_env_file(cocoond, sandbox, doc
         )
         assert leaks["stdout"].strip() == ""  # no copy anywhere, and the env file is gone
     finally:
-        cocoond.call("secrets.delete", {"name": "ANTHROPIC_API_KEY"})
+        cocoond.call("profile.delete", {"name": "raw-reader"})
+        cocoond.call("secrets.delete", {"name": "RAW_AGENT_SECRET"})
+        cocoond.call("settings.reset", {"keys": ["secrets"]})
 
 
 def test_bad_input_is_refused(cocoond, sandbox):
@@ -201,19 +209,17 @@ def test_hooks_are_installed_and_hook_reports_win(cocoond, sandbox):
             ],
         },
     )
-    cocoond.call(
-        "secrets.set", {"name": "ANTHROPIC_API_KEY", "value": "sk-ant-0123456789-abcdefghijklmnopqrst"}
+    # The key comes with the call: a sandbox without network gets no provider credentials.
+    agent = call(
+        cocoond,
+        "agent.spawn",
+        sandboxId=sandbox["id"],
+        profile="claude-code",
+        env={
+            "PATH": "/home/agent/bin:/opt/cocoon/bin:/usr/bin:/bin",
+            "ANTHROPIC_API_KEY": "sk-ant-0123456789-abcdefghijklmnopqrst",
+        },
     )
-    try:
-        agent = call(
-            cocoond,
-            "agent.spawn",
-            sandboxId=sandbox["id"],
-            profile="claude-code",
-            env={"PATH": "/home/agent/bin:/opt/cocoon/bin:/usr/bin:/bin"},
-        )
-    finally:
-        cocoond.call("secrets.delete", {"name": "ANTHROPIC_API_KEY"})
 
     def read(path):
         return cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["cat", path]})["stdout"]

@@ -122,7 +122,7 @@ class Relay:
 @pytest.mark.e2e
 def test_claude_code_lists_cocoon_as_a_connected_mcp_server(toolbox_cocoond, docker_client):
     cocoond = toolbox_cocoond
-    gateway = docker_client.networks.get(f"{cocoond.instance}-open").attrs["IPAM"]["Config"][0]["Gateway"]
+    gateway = docker_client.networks.get(f"{cocoond.instance}-outbound").attrs["IPAM"]["Config"][0]["Gateway"]
     relay = Relay(gateway, cocoond.port)
     agent_token = cocoond.call("tokens.create", {"name": "claude-mcp", "scope": "agent"})["token"]
     sandbox = cocoond.call("sandbox.create", {"network": "open"})

@@ -148,7 +148,7 @@ def test_network_egress_has_no_way_out_and_no_way_to_the_host(
     cocoond, sandboxes, docker_client, outside_host
 ):
     sandbox = sandboxes(network="egress")
-    internal = f"{cocoond.instance}-internal"
+    internal = f"{cocoond.instance}-{sandbox['id']}-net"  # its own network
     assert list(sandbox["ips"]) == [internal]
     assert docker_client.networks.get(internal).attrs["Internal"] is True
     assert interfaces(cocoond, sandbox) == ["eth0", "lo"]
@@ -163,7 +163,7 @@ def test_network_egress_has_no_way_out_and_no_way_to_the_host(
 
 def test_network_open_is_a_bridge_with_a_way_out(cocoond, sandboxes, outside_host):
     sandbox = sandboxes(network="open")
-    assert list(sandbox["ips"]) == [f"{cocoond.instance}-open"]
+    assert list(sandbox["ips"]) == [f"{cocoond.instance}-{sandbox['id']}-net"]
     assert default_route(cocoond, sandbox)
     assert reaches(cocoond, sandbox, *outside_host)
     assert "host.docker.internal" in run(cocoond, sandbox, "cat", "/etc/hosts")["stdout"]
@@ -190,7 +190,7 @@ def git_daemon(tmp_path, cocoond, docker_client):
     subprocess.run(["git", "-C", str(work), "add", "."], check=True)
     subprocess.run(["git", "-C", str(work), "commit", "-qm", "feature"], check=True, env=env)
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
-    host = gateway(docker_client, f"{cocoond.instance}-open")
+    host = gateway(docker_client, f"{cocoond.instance}-outbound")
     port = free_port()
     daemon = subprocess.Popen(
         [
@@ -277,7 +277,7 @@ def test_bad_input_is_rejected_and_leaves_nothing_behind(cocoond, sandbox_image,
 
 def test_an_unreachable_repository_rolls_the_create_back(cocoond, sandbox_image, docker_client):
     before = instance_objects(docker_client, cocoond.instance)
-    host = gateway(docker_client, f"{cocoond.instance}-open")
+    host = gateway(docker_client, f"{cocoond.instance}-outbound")
     response = cocoond.post(
         "sandbox.create", {"network": "open", "repo": f"git://{host}:{free_port()}/nothing.git"}
     )

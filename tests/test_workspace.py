@@ -45,7 +45,7 @@ def github(cocoond, sandbox_image, docker_client, tmp_path_factory):
     git("commit", "-qm", "baseline", cwd=work)
     (root / "owner").mkdir()
     git("clone", "-q", "--bare", str(work), str(root / "owner" / "project.git"))
-    gateway = docker_client.networks.get(f"{cocoond.instance}-open").attrs["IPAM"]["Config"][0]["Gateway"]
+    gateway = docker_client.networks.get(f"{cocoond.instance}-outbound").attrs["IPAM"]["Config"][0]["Gateway"]
     host = GitHost(gateway, root, TOKEN)
     cocoond.call("settings.update", {"git": {"githubUrl": host.url, "githubApiUrl": f"{host.url}/api"}})
     cocoond.call("secrets.set", {"name": "GITHUB_TOKEN", "value": TOKEN})

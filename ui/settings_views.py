@@ -193,8 +193,10 @@ def secrets(request: HttpRequest) -> HttpResponse:
             return done(request, request.path, _("Secret %(name)s deleted.") % {"name": name})
         call(request, "secrets.set", name=name, value=request.POST.get("value", ""))
         return done(request, request.path, _("Secret %(name)s saved.") % {"name": name})
+    listed = call(request, "secrets.list")
+    raw = [secret["name"] for secret in listed if secret["raw"]]
     return show(
-        request, "ui/settings/secrets.html", {"section": "secrets", "secrets": call(request, "secrets.list")}
+        request, "ui/settings/secrets.html", {"section": "secrets", "secrets": listed, "raw_secrets": raw}
     )
 
 

@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import ipaddress
 import json
 import math
 import os
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+from django.conf import settings
 from docker.errors import APIError, NotFound
 from docker.errors import ImageNotFound as DockerImageNotFound
 from docker.utils.socket import frames_iter
@@ -46,6 +48,8 @@ OPTIONAL_RUNTIMES = ("runsc", "kata-fc", "krun")
 STOP_TIMEOUT_S = 10
 ENGINE_FACTS_TTL_S = 60
 TMPFS_OPTIONS = "rw,nosuid,nodev,size=512m"
+# Each sandbox network is this small: the sandbox, the egress proxy, the engine's gateway.
+SUBNET_PREFIX = 28
 # How long past the in-sandbox `timeout` the driver waits before giving up on the output stream.
 EXEC_GRACE_S = 5
 
@@ -63,6 +67,22 @@ def _sandbox_errors(error: Exception) -> DriverError:
     if isinstance(error, NotFound) and not isinstance(error, DockerImageNotFound):
         return SandboxNotFound(str(error.explanation or error))
     return _errors(error)
+
+
+def _host_routes() -> list[ipaddress.IPv4Network]:
+    """The host's IPv4 routes other than the default: another engine's bridges (Podman next to Docker)
+    and the host's own networks, which a sandbox network must not shadow."""
+    try:
+        lines = Path("/proc/net/route").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    routes = []
+    for line in lines:
+        fields = line.split()
+        destination, mask = (socket.ntohl(int(value, 16)) for value in (fields[1], fields[7]))
+        if mask:
+            routes.append(ipaddress.IPv4Network((destination, bin(mask).count("1"))))
+    return routes
 
 
 class DockerTty(TtySession):
@@ -145,32 +165,74 @@ class DockerDriver(SandboxDriver):
     # -- networks -------------------------------------------------------------------------------
 
     def network_name(self, mode: str) -> str | None:
-        return {
-            NetworkMode.EGRESS: object_name("internal"),
-            NetworkMode.OPEN: object_name("open"),
-            "outbound": object_name("outbound"),
-        }.get(mode)
+        """The shared networks: only "outbound", the egress proxy's way out (sandboxes get their own)."""
+        return object_name("outbound") if mode == "outbound" else None
 
     def ensure_networks(self, *modes: str) -> None:
-        """The networks of these modes (default: the sandboxes' internal and open ones)."""
-        # internal: no way out, and no host address on its bridge either (host services listening on
-        # all interfaces stay out of reach). outbound: the egress proxy's way out.
-        inhibit = {"com.docker.network.bridge.inhibit_ipv4": "true"}
-        options = {
-            NetworkMode.EGRESS: {"internal": True, "options": inhibit},
-            NetworkMode.OPEN: {},
-            "outbound": {},
-        }
-        wanted = {
-            self.network_name(mode): options[mode] for mode in modes or (NetworkMode.EGRESS, NetworkMode.OPEN)
-        }
+        wanted = [self.network_name(mode) for mode in modes or ("outbound",)]
         try:
-            existing = {network.name for network in self.client.networks.list(names=list(wanted))}
-            for name, extra in wanted.items():
+            existing = {network.name for network in self.client.networks.list(names=wanted)}
+            for name in wanted:
                 if name not in existing:
-                    self.client.networks.create(name, driver="bridge", labels=labels("network"), **extra)
+                    self.client.networks.create(name, driver="bridge", labels=labels("network"))
         except APIError as error:
             raise _errors(error) from error
+
+    def sandbox_network(self, sandbox_id: str) -> str:
+        return object_name(sandbox_id, "net")
+
+    def create_sandbox_network(self, sandbox_id: str, mode: str) -> str:
+        """The sandbox's own network: only it and the egress proxy are ever attached, so no sandbox
+        reaches another (the engine isolates bridges from each other). Egress: internal, and no host
+        address on its bridge either (host services listening on all interfaces stay out of reach)."""
+        name = self.sandbox_network(sandbox_id)
+        extra: dict[str, Any] = {}
+        if mode == NetworkMode.EGRESS:
+            extra = {"internal": True, "options": {"com.docker.network.bridge.inhibit_ipv4": "true"}}
+        for subnet in self._free_subnets():
+            pool = docker.types.IPAMPool(subnet=str(subnet), gateway=str(subnet[1]))
+            ipam = docker.types.IPAMConfig(pool_configs=[pool])
+            try:
+                self.client.networks.create(
+                    name, driver="bridge", ipam=ipam, labels=labels("network", sandbox_id), **extra
+                )
+                return name
+            except APIError as error:
+                # Another creator (of this or another instance on the engine) took it meanwhile.
+                if "overlap" not in str(error.explanation or error).lower():
+                    raise _errors(error) from error
+        raise DriverError(f"no free /{SUBNET_PREFIX} subnet left in {settings.COCOON_SANDBOX_SUBNETS}")
+
+    def _free_subnets(self) -> Iterator[ipaddress.IPv4Network]:
+        """Subnets of COCOON_SANDBOX_SUBNETS no network on the engine overlaps. Explicit and small: the
+        engine's default pools hand out /16s or /24s and run dry after a few dozen networks."""
+        used = [
+            ipaddress.ip_network(config["Subnet"], strict=False)
+            for network in self.client.networks.list()
+            for config in (network.attrs.get("IPAM") or {}).get("Config") or []
+            if config.get("Subnet")
+        ] + _host_routes()
+        pool = ipaddress.ip_network(settings.COCOON_SANDBOX_SUBNETS)
+        for subnet in pool.subnets(new_prefix=SUBNET_PREFIX):
+            if not any(subnet.overlaps(other) for other in used):
+                yield subnet
+
+    def sandbox_networks(self) -> list[Any]:
+        """The networks of this instance's sandboxes (the egress proxy is attached to each)."""
+        instance = labels("network")["io.cocoon.instance"]
+        filters = {"label": [f"io.cocoon.instance={instance}", "io.cocoon.sandbox"]}
+        return self.client.networks.list(filters=filters)
+
+    def _remove_sandbox_network(self, sandbox_id: str) -> None:
+        try:
+            network = self.client.networks.get(self.sandbox_network(sandbox_id))
+        except NotFound:
+            return
+        for container in network.containers:  # the proxy, attached by egress
+            with contextlib.suppress(NotFound, APIError):
+                network.disconnect(container, force=True)
+        with contextlib.suppress(NotFound):
+            network.remove()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -210,11 +272,10 @@ class DockerDriver(SandboxDriver):
                 docker.types.Mount(TOOLBOX, self.agents_volume(), type="volume", read_only=True),
             ],
         }
-        network = self.network_name(spec.network)
-        if network:
-            options["network"] = network
-        else:
+        if spec.network == NetworkMode.NONE:
             options["network_mode"] = "none"
+        else:
+            options["network"] = self.sandbox_network(spec.sandbox_id)
         if spec.network == NetworkMode.OPEN:
             options["extra_hosts"] = {self.host_alias: "host-gateway"}
         if spec.env:
@@ -240,6 +301,8 @@ class DockerDriver(SandboxDriver):
     def create(self, spec: SandboxSpec) -> EngineState:
         try:
             self._ensure_shared_objects()
+            if spec.network != NetworkMode.NONE and not self._has_network(spec.sandbox_id):
+                self.create_sandbox_network(spec.sandbox_id, spec.network)
             volumes = [self.workspace_volume(spec.sandbox_id)]
             if spec.read_only_root:
                 volumes.append(self.home_volume(spec.sandbox_id))
@@ -251,7 +314,7 @@ class DockerDriver(SandboxDriver):
             except NotFound as error:
                 if not self.image_exists(spec.image):
                     raise ImageNotFound(spec.image) from error
-                # A network or the toolbox volume was removed behind our back.
+                # The toolbox volume was removed behind our back.
                 self._shared_objects_ready = False
                 self._ensure_shared_objects()
                 container = self.client.containers.create(**options)
@@ -265,11 +328,13 @@ class DockerDriver(SandboxDriver):
 
     _shared_objects_ready = False
 
+    def _has_network(self, sandbox_id: str) -> bool:
+        return bool(self.client.networks.list(names=[self.sandbox_network(sandbox_id)]))
+
     def _ensure_shared_objects(self) -> None:
-        """Networks and the toolbox volume, checked once per process rather than on every create."""
+        """The toolbox volume, checked once per process rather than on every create."""
         if self._shared_objects_ready:
             return
-        self.ensure_networks()
         try:
             self.client.volumes.get(self.agents_volume())
         except NotFound:
@@ -312,6 +377,7 @@ class DockerDriver(SandboxDriver):
         for volume in (self.workspace_volume(sandbox_id), self.home_volume(sandbox_id)):
             with contextlib.suppress(NotFound):
                 self.client.volumes.get(volume).remove(force=True)
+        self._remove_sandbox_network(sandbox_id)
 
     def inspect(self, sandbox_id: str) -> EngineState:
         try:
@@ -330,7 +396,7 @@ class DockerDriver(SandboxDriver):
             for volume in volumes
             if "io.cocoon.sandbox" in (volume.attrs["Labels"] or {})
         }
-        return ids
+        return ids | {network.attrs["Labels"]["io.cocoon.sandbox"] for network in self.sandbox_networks()}
 
     # -- exec -----------------------------------------------------------------------------------
 

@@ -32,8 +32,8 @@ def main() -> None:
             status = None
             while status not in {"done", "failed"}:
                 status = ws.next_event(timeout=900)["event"]["data"]["status"]
-        sandbox = server.call("sandbox.create", {"network": "open"})  # makes the open network
-        network = docker.from_env().networks.get(f"{server.instance}-open")
+        sandbox = server.call("sandbox.create", {"network": "open"})
+        network = docker.from_env().networks.get(f"{server.instance}-outbound")
         gateway = network.attrs["IPAM"]["Config"][0]["Gateway"]
         if "codex" not in sys.argv[1:]:
             capture_claude(server, gateway, sandbox)

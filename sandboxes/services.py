@@ -389,8 +389,12 @@ def reconcile() -> int:
         key = "sandbox.missing" if observed.state == SandboxState.MISSING else None
         _apply(sandbox, observed.state, observed.ips, key, None)
         changed += 1
+    # The engine first, the rows second: a create commits its row before it makes engine objects, so
+    # every object listed here has its row by the time the rows are read. The other order took a
+    # sandbox created in between for an orphan.
+    engine = driver.list_ids()
     known = set(Sandbox.objects.values_list("id", flat=True))
-    for orphan in driver.list_ids() - known:
+    for orphan in engine - known:
         logger.warning("removing orphaned sandbox objects of %s", orphan)
         driver.remove(orphan)
     return changed

@@ -26,8 +26,9 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events
 from cocoon.choices import Visibility
+from cocoon.errors import ErrorCode, RpcError
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import TOOLBOX, DriverError
+from sandboxes.drivers.base import TOOLBOX, DriverError, ImageNotFound
 from sandboxes.drivers.base import TOOLBOX_MANIFEST as MANIFEST
 
 NPM_TIMEOUT_S = 1800
@@ -205,8 +206,16 @@ def install_toolbox() -> dict[str, Any]:
 
 
 def toolbox_status() -> dict[str, Any]:
-    manifest = get_driver().toolbox_manifest()
-    wanted = config.get_settings()["toolbox"]["packages"]
+    document = config.get_settings()
+    try:
+        manifest = get_driver().toolbox_manifest()
+    except ImageNotFound:
+        raise RpcError(
+            ErrorCode.CONFLICT,
+            _("The sandbox image %(image)s does not exist yet: build it with image.build."),
+            image=document["sandbox"]["image"],
+        ) from None
+    wanted = document["toolbox"]["packages"]
     return {
         "installed": manifest is not None,
         "current": manifest is not None and manifest["packages"] == wanted,

@@ -519,7 +519,10 @@ class DockerDriver(SandboxDriver):
             helper.remove(force=True)
 
     def toolbox_manifest(self) -> dict[str, Any] | None:
-        helper = self._toolbox_helper(["true"])
+        try:
+            helper = self._toolbox_helper(["true"])  # runs the sandbox image, which may not exist yet
+        except DockerImageNotFound as error:
+            raise ImageNotFound(str(error.explanation or error)) from error
         try:
             stream, _stat = helper.get_archive(f"{TOOLBOX}/{TOOLBOX_MANIFEST}")
             with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:

@@ -95,7 +95,7 @@ def test_malformed_json_is_a_clear_error(cocoond):
 def test_params_must_be_an_object(cocoond):
     response = cocoond.post("system.info", content=b"[1, 2]")
     assert response.status_code == 400
-    assert response.json()["error"]["code"] == "invalid_params"
+    assert response.json()["error"]["code"] == "invalid_request"
 
 
 def test_get_on_an_rpc_url_is_method_not_allowed(cocoond):

@@ -27,7 +27,8 @@ def test_a_body_that_is_not_an_object_is_an_invalid_request(cocoond):
     assert cocoond.post("sandbox.list", content=b"").status_code == 200
 
 
-def test_the_openapi_document_requires_a_body_exactly_where_an_empty_one_is_refused(cocoond):
+def test_the_openapi_document_requires_a_body_exactly_where_an_empty_one_is_refused(start_cocoond):
+    cocoond = start_cocoond()  # of its own: an empty body resets all settings, prunes activity, ...
     document = httpx.get(
         f"{cocoond.url}/v1/openapi.json", headers={"Authorization": f"Bearer {cocoond.token}"}
     ).json()
@@ -71,9 +72,11 @@ def test_an_allowlist_entry_the_proxy_could_not_use_is_refused_at_write_time(coc
 
 
 @pytest.mark.e2e
-def test_a_schema_driven_fuzzer_finds_no_server_error_and_no_contract_violation(cocoond, tmp_path):
+def test_a_schema_driven_fuzzer_finds_no_server_error_and_no_contract_violation(start_cocoond, tmp_path):
     """schemathesis over every method of /v1/openapi.json but those tests/schemathesis.toml leaves out
-    (they would reach outside the machine with made-up input)."""
+    (they would reach outside the machine with made-up input). A cocoond of its own: the fuzzer leaves
+    made-up settings behind."""
+    cocoond = start_cocoond()
     run = subprocess.run(
         [
             str(Path(sys.executable).with_name("schemathesis")),
@@ -89,6 +92,7 @@ def test_a_schema_driven_fuzzer_finds_no_server_error_and_no_contract_violation(
             "--report-junit-path",
             str(tmp_path / "fuzz.xml"),
         ],
+        cwd=tmp_path,  # its cache of found failures stays out of the checkout
         capture_output=True,
         text=True,
         timeout=1200,

@@ -80,9 +80,12 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
         ]
     if kind == "anyOf" and all(set(choice) == {"required"} for choice in value):
         # Alternative parameter sets (schedule.preview: cron, or a saved scheduleId).
-        names = ", ".join(name for choice in value for name in choice["required"])
-        message = interpolate_lazy(_("One of these fields is required: %(names)s."), {"names": names})
-        return [{"path": _join(path), "code": "required", "message": message}]
+        names = [name for choice in value for name in choice["required"]]
+        message = interpolate_lazy(
+            _("One of these fields is required: %(names)s."), {"names": ", ".join(names)}
+        )
+        # Shown at the first alternative, where a form would ask for it.
+        return [{"path": _join([*path, names[0]]), "code": "required", "message": message}]
     if kind == "additionalProperties" and isinstance(error.instance, dict):
         known = error.schema.get("properties", {})
         patterns = error.schema.get("patternProperties", {})

@@ -6,7 +6,6 @@ Not skipped where runsc is missing: scripts/provision is responsible for it, so 
 
 import pytest
 
-from tests import test_egress
 from tests.conftest import wait_until
 from tests.test_agents import attach, read_until
 from tests.test_egress import curl, recorded
@@ -14,7 +13,6 @@ from tests.test_sandboxes import interfaces, reaches, run
 
 pytestmark = pytest.mark.e2e
 MODES = ["none", "egress", "open"]
-upstream = test_egress.upstream  # the recording stand-in for the internet, a fixture
 
 
 @pytest.fixture(scope="module")

@@ -65,8 +65,10 @@ def recorded(upstream, **match):
     ]
 
 
-def denied(cocoond, host):
-    return [row for row in cocoond.call("egress.denied") if row["host"] == host]
+def denied(cocoond, host, sandbox):
+    """The denied rows of one sandbox for host (other tests' sandboxes leave rows of their own)."""
+    rows = cocoond.call("egress.denied", {"sandboxId": sandbox["id"]})
+    return [row for row in rows if row["host"] == host]
 
 
 def test_an_egress_sandbox_reaches_an_allowed_host_through_the_proxy(cocoond, egress, upstream):
@@ -86,7 +88,7 @@ def test_a_denied_host_is_refused_recorded_and_allowed_with_one_call(cocoond, eg
     code, _ = curl(cocoond, egress, "http://denied.invalid/first")
     assert code == 403
     assert recorded(upstream) == []
-    rows = wait_until(lambda: denied(cocoond, "denied.invalid"), timeout=10)
+    rows = wait_until(lambda: denied(cocoond, "denied.invalid", egress), timeout=10)
     assert rows[0]["sandboxId"] == egress["id"]
     assert rows[0]["port"] == 80
     assert rows[0]["reason"] == "not_allowed"
@@ -96,7 +98,7 @@ def test_a_denied_host_is_refused_recorded_and_allowed_with_one_call(cocoond, eg
     assert time.monotonic() - started < 5
     code, body = curl(cocoond, egress, "http://denied.invalid/second")
     assert (code, body) == (200, "upstream denied.invalid /second")
-    assert denied(cocoond, "denied.invalid") == []
+    assert denied(cocoond, "denied.invalid", egress) == []
 
 
 def test_without_the_proxy_nothing_goes_out(cocoond, egress, upstream):

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.conftest import ROOT, Cocoond, remove_instance_objects
+from tests.conftest import ROOT, Cocoond, remove_instance_objects, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -198,6 +198,10 @@ def test_an_agent_token_gets_403_pages_for_settings_secrets_and_tokens(browser, 
     page.context.close()
 
 
+def denied_hosts(server, sandbox) -> set[str]:
+    return {row["host"] for row in server.call("egress.denied", {"sandboxId": sandbox["id"]})}
+
+
 def test_a_denied_egress_attempt_is_allowed_with_one_click(admin, server, sandbox_image):
     sandbox = server.call("sandbox.create", {"network": "egress", "image": sandbox_image})
     try:
@@ -205,6 +209,8 @@ def test_a_denied_egress_attempt_is_allowed_with_one_click(admin, server, sandbo
         attempt = server.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": curl})
         assert attempt["stdout"] == "403"
         before = server.call("egress.status")["policyVersion"]
+        # The proxy writes what it denied once a second (folded); the page shows what has arrived.
+        wait_until(lambda: denied_hosts(server, sandbox) & {"denied-ui.invalid"}, timeout=10)
 
         admin.goto(f"{server.url}/settings/egress")
         row = admin.locator("tr[data-denied-host='denied-ui.invalid']")

@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class AgentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "agents"
+
+    def ready(self) -> None:
+        from agents import poller
+        from sandboxes import signals
+
+        signals.stopping.connect(poller.take_last_screens, dispatch_uid="agents.last_screens")
+        signals.stopped.connect(poller.end_with_sandbox, dispatch_uid="agents.end_with_sandbox")

@@ -10,6 +10,16 @@ class AgentStatus(models.TextChoices):
     UNKNOWN = "unknown", "unknown"
 
 
+class ExitReason(models.TextChoices):
+    """Why an agent ended."""
+
+    EXITED = "exited", "exited"  # its program ended (with exitCode)
+    KILLED = "killed", "killed through cocoon"
+    SANDBOX_STOPPED = "sandbox_stopped", "sandbox stopped"
+    ENGINE_RESTARTED = "engine_restarted", "engine or host restarted"  # its sandbox restarted under it
+    SESSION_VANISHED = "session_vanished", "session vanished"
+
+
 class StatusSource(models.TextChoices):
     HOOK = "hook", "hook"
     HEURISTIC = "heuristic", "heuristic"
@@ -26,6 +36,8 @@ class StatusRule(models.TextChoices):
 
     SPAWNED = "spawned", "spawned"
     KILLED = "killed", "killed"
+    RESUMED = "resumed", "resumed"
+    SANDBOX_STOPPED = "sandbox_stopped", "sandbox stopped"
     SESSION_ENDED = "session_ended", "session ended"
     HOOK = "hook", "hook report"
     FOREGROUND_PROCESS = "foreground_process", "foreground process"

@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from agents import profiles, services
-from agents.choices import AgentStatus, PromptMode, StatusRule, StatusSource
+from agents import poller, profiles, services, tmux
+from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, StatusSource
 from cocoon.config import SECRET_NAME_PATTERN
 from cocoon.registry import Call, registry
 from cocoon.schema import (
@@ -31,6 +31,7 @@ AGENT = obj(
         "status": enum(*AgentStatus.values),
         "statusSource": enum(*StatusSource.values),
         "exitCode": nullable(INTEGER),
+        "exitReason": nullable(enum(*ExitReason.values)),
         "createdAt": TIMESTAMP,
         "lastActivityAt": TIMESTAMP,
     }
@@ -47,6 +48,7 @@ PROFILE_FIELDS = {
     "workingPattern": string(maxLength=200),
     "blockedPatterns": array(string(minLength=1, maxLength=500), maxItems=50),
     "defaultModel": string(maxLength=200),
+    "resumeCommand": array(string(minLength=1, maxLength=4000), maxItems=100),
 }
 PROFILE = obj({"name": STRING, **PROFILE_FIELDS, "builtin": BOOLEAN})
 BY_NAME = obj({"name": PROFILE_NAME}, required=("name",))
@@ -126,7 +128,7 @@ def agent_send_input(call: Call) -> dict[str, Any]:
     "agent.send_keys",
     description="Press named keys: Enter, Escape, Tab, Up, Down, C-c, y, n, ...",
     params=obj(
-        {"agentId": AGENT_ID, "keys": array(enum(*sorted(services.KEYS)), minItems=1, maxItems=50)},
+        {"agentId": AGENT_ID, "keys": array(enum(*sorted(tmux.KEYS)), minItems=1, maxItems=50)},
         required=("agentId", "keys"),
     ),
     result=EMPTY,
@@ -139,11 +141,16 @@ def agent_send_keys(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "agent.read",
-    description="The agent's screen as text, and scrollback lines when asked.",
+    description=(
+        "The agent's screen as text, and scrollback lines when asked. Of an agent that is gone: the last "
+        "screen cocoon kept (lastKnown, capturedAt), with at most 200 lines of scrollback."
+    ),
     params=obj(
         {"agentId": AGENT_ID, "scrollback": integer(minimum=0, maximum=100_000)}, required=("agentId",)
     ),
-    result=obj({"screen": STRING, "scrollback": STRING}),
+    result=obj(
+        {"screen": STRING, "scrollback": STRING, "lastKnown": BOOLEAN, "capturedAt": nullable(TIMESTAMP)}
+    ),
     agent_side=True,
 )
 def agent_read(call: Call) -> dict[str, Any]:
@@ -166,7 +173,7 @@ def agent_read(call: Call) -> dict[str, Any]:
 )
 def agent_wait(call: Call) -> dict[str, Any]:
     params = call.params
-    return services.serialize(services.wait_for(params["agentId"], params["until"], params["timeoutS"]))
+    return services.serialize(poller.wait_for(params["agentId"], params["until"], params["timeoutS"]))
 
 
 @registry.method(

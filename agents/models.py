@@ -1,6 +1,6 @@
 from django.db import models
 
-from agents.choices import AgentStatus, PromptMode, StatusRule, StatusSource
+from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, StatusSource
 from cocoon.ids import new_id
 
 
@@ -20,6 +20,9 @@ class AgentProfile(models.Model):
     working_pattern = models.CharField(max_length=200, blank=True)
     blocked_patterns = models.JSONField(default=list)
     default_model = models.CharField(max_length=200, blank=True)
+    # argv that picks up where the agent was after its sandbox restarted (e.g. claude --continue);
+    # empty: it cannot resume.
+    resume_command = models.JSONField(default=list)
     builtin = models.BooleanField(default=False)
 
     def __str__(self) -> str:
@@ -37,6 +40,14 @@ class Agent(models.Model):
         max_length=10, choices=StatusSource.choices, default=StatusSource.HEURISTIC
     )
     exit_code = models.IntegerField(null=True, blank=True)
+    exit_reason = models.CharField(max_length=20, choices=ExitReason.choices, blank=True)
+    # What it was started with, so that a resume gets the same providers and model (not the call's
+    # one-off env, which may hold secrets).
+    providers = models.JSONField(null=True, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    # The sandbox's boot (its PID 1's start time) when the session was started: a session gone after
+    # the sandbox booted again was ended by an engine or host restart, not by the agent.
+    sandbox_boot = models.CharField(max_length=20, blank=True)
     # Why the status is what it is (agent.explain): the rule that decided and what it looked at.
     rule = models.CharField(max_length=20, choices=StatusRule.choices, default=StatusRule.SPAWNED)
     rule_detail = models.CharField(max_length=300, blank=True)
@@ -46,6 +57,11 @@ class Agent(models.Model):
     screen_hash = models.CharField(max_length=64, blank=True)
     screen_indicator = models.BooleanField(default=False)
     screen_question = models.CharField(max_length=300, blank=True)
+    # The last screen the poller saw and the lines above it (bounded): agent.read of an agent that is
+    # gone answers with these, marked as the last known screen.
+    last_screen = models.TextField(blank=True)
+    last_scrollback = models.TextField(blank=True)
+    screen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_activity_at = models.DateTimeField(auto_now_add=True)  # the screen's last change
     last_input_at = models.DateTimeField(null=True, blank=True)  # a prompt at spawn counts

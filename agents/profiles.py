@@ -19,6 +19,7 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
     "shell": {"command": ["bash", "-l"], "prompt_mode": PromptMode.TYPED},
     "claude-code": {
         "command": ["claude"],
+        "resume_command": ["claude", "--continue"],
         "prompt_mode": PromptMode.ARGUMENT,
         "env": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"},
         "secrets": ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"],
@@ -29,6 +30,7 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
     },
     "codex": {
         "command": ["codex"],
+        "resume_command": ["codex", "resume", "--last"],
         "prompt_mode": PromptMode.ARGUMENT,
         "secrets": ["OPENAI_API_KEY"],
         "hooks": True,
@@ -50,6 +52,7 @@ FIELDS = {
     "workingPattern": "working_pattern",
     "blockedPatterns": "blocked_patterns",
     "defaultModel": "default_model",
+    "resumeCommand": "resume_command",
 }
 
 activity.register_messages(

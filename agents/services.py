@@ -5,28 +5,22 @@ argv, never the container's environment. Status comes from the agents' own hooks
 writes /opt/cocoon/status/<id>) and, where they say nothing, from the screen and the foreground process.
 """
 
-import base64
-import binascii
 import logging
-import re
-import shlex
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
-from agents import hooks
+from agents import hooks, tmux
 from agents import status as rules
-from agents.choices import AgentStatus, PromptMode, StatusRule, StatusSource
+from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, StatusSource
 from agents.models import Agent, AgentProfile, new_agent_id
-from agents.profiles import get_profile, screen_rules
-from cocoon import activity, events
+from agents.profiles import get_profile
+from cocoon import activity, config, events
 from cocoon.actors import Actor
-from cocoon.choices import Visibility
+from cocoon.choices import TokenScope, Visibility
 from cocoon.errors import ErrorCode, RpcError
 from egress import providers as egress_providers
 from egress import services as egress
@@ -38,22 +32,21 @@ from sandboxes.services import get_sandbox, require_running
 
 logger = logging.getLogger(__name__)
 
-TMUX = ["tmux", "-L", "cocoon"]
-KEYS = {
-    "Enter", "Escape", "Tab", "BTab", "Space", "BSpace", "Up", "Down", "Left", "Right", "Home", "End",
-    "PageUp", "PageDown", "DC", "C-c", "C-d", "C-z", "C-l", "C-u", "C-a", "C-e", "C-r", "y", "n",
-    "1", "2", "3",
-}  # fmt: skip
-RECHECK_S = 5  # agent.wait reads the row at least this often, should an event be lost
-POLL_PARALLEL = 8  # sandboxes polled at once
-POLL_TIMEOUT_S = 10  # a sandbox that cannot answer the poll in this time is asked again next tick
-# Sandboxes a tick of this process is polling right now.
-_in_flight: set[str] = set()
-_in_flight_lock = threading.Lock()
-_last_polled: dict[str, float] = {}  # sandbox id -> when this process last finished polling it
+# The activity that says why an agent ended (a kill records its own, with who killed it).
+ENDED = {
+    ExitReason.EXITED: "agent.exited",
+    ExitReason.SANDBOX_STOPPED: "agent.sandbox_stopped",
+    ExitReason.ENGINE_RESTARTED: "agent.engine_restarted",
+    ExitReason.SESSION_VANISHED: "agent.vanished",
+}
+# A resume happens without a caller: its credentials are what an agent token could get (through the
+# credential proxy, never a raw secret).
+RESUME_ACTOR = Actor(token_id="system", name="cocoon", scope=TokenScope.AGENT)
 RULE_MESSAGES = {
     StatusRule.SPAWNED: _("It was just started; the poller has not looked at it yet."),
     StatusRule.KILLED: _("It was stopped through cocoon."),
+    StatusRule.RESUMED: _("It was resumed after its sandbox restarted; the poller has not looked at it yet."),
+    StatusRule.SANDBOX_STOPPED: _("Its sandbox was stopped through cocoon."),
     StatusRule.SESSION_ENDED: _("Its tmux session has ended."),
     StatusRule.HOOK: _("Its own hook reported this status %(age)s s ago."),
     StatusRule.FOREGROUND_PROCESS: _("The command %(detail)s runs in the foreground."),
@@ -72,46 +65,16 @@ activity.register_messages(
         "agent.spawned": _("Agent %(agent)s (%(profile)s) was started in sandbox %(name)s."),
         "agent.killed": _("Agent %(agent)s was stopped."),
         "agent.exited": _("Agent %(agent)s exited with code %(code)s."),
+        "agent.sandbox_stopped": _("Agent %(agent)s ended with its sandbox."),
+        "agent.engine_restarted": _(
+            "Agent %(agent)s ended: its sandbox restarted under it (an engine or host restart)."
+        ),
+        "agent.vanished": _("Agent %(agent)s ended: its session vanished without an exit code."),
+        "agent.resumed": _("Agent %(agent)s was resumed after its sandbox restarted."),
     },
     visibility=Visibility.AGENT,
 )
 events.register_types("agent.updated", visibility=Visibility.AGENT)
-
-# Started by tmux inside the sandbox: read and delete the private env file, run the agent, record its
-# exit code where the poller finds it.
-WRAPPER = """
-id=$1; shift
-env_file="$HOME/.cocoon/env/$id"
-if [ -f "$env_file" ]; then . "$env_file"; rm -f "$env_file"; fi
-if [ -n "${COCOON_PROMPT_STDIN:-}" ]; then printf '%s\\n' "$COCOON_PROMPT_STDIN" | "$@"; else "$@"; fi
-echo $? > "/opt/cocoon/status/$id.exit"
-"""
-# One exec per sandbox per poll: for every agent, whether its session lives, its exit code and hook
-# status, the foreground command and a hash of the screen. Everything it reads is the sandbox's: a
-# bounded amount, never blocking on it (a FIFO), printable bytes only so that one agent's files cannot
-# forge another agent's line. The host checks it all again (_poll_fields, _observe).
-POLL = """
-clean() { tr -c '[:graph:] ' ' '; }
-small() { dd if="$1" bs=128 count=1 iflag=nonblock 2>/dev/null | clean; }
-for pair in "$@"; do
-  id=${pair%%=*}; known=${pair#*=}
-  hook=$(small "/opt/cocoon/status/$id"); code=$(small "/opt/cocoon/status/$id.exit")
-  text=
-  if tmux -L cocoon has-session -t "=$id" 2>/dev/null; then
-    alive=1
-    command=$(tmux -L cocoon display-message -p -t "=$id:" '#{pane_current_command}' | head -c 100 | clean)
-    screen=$(tmux -L cocoon capture-pane -p -t "=$id:" | md5sum | cut -c1-32)
-    # The screen's bottom only when it changed: the patterns need it, the steady state does not.
-    # (The echo: a changed but blank screen still sends something.)
-    [ "$screen" = "$known" ] || text=$( { tmux -L cocoon capture-pane -p -t "=$id:" \\
-      | sed '/^[[:space:]]*$/d' | tail -n 50 | cut -c1-1024; echo; } | base64 -w0)
-  else alive=0; command=; screen=; fi
-  printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' "$id" "$alive" "$code" "$hook" "$command" "$screen" "$text"
-done
-"""
-POLL_FIELDS = 7
-SCREEN_HASH = re.compile(r"[0-9a-f]{32}")
-SCREEN_TEXT_MAX = 96 * 1024  # base64 characters of a screen's bottom (50 lines of 1024 bytes fit)
 
 
 def get_agent(agent_id: str) -> Agent:
@@ -129,6 +92,7 @@ def serialize(agent: Agent) -> dict[str, Any]:
         "status": agent.status,
         "statusSource": agent.status_source,
         "exitCode": agent.exit_code,
+        "exitReason": agent.exit_reason or None,
         "createdAt": agent.created_at.isoformat(),
         "lastActivityAt": agent.last_activity_at.isoformat(),
     }
@@ -166,57 +130,12 @@ def spawn_agent(
         status=AgentStatus.WORKING if prompt else AgentStatus.UNKNOWN,
         last_input_at=timezone.now() if prompt else None,
     )
-    credentials, granted = egress_providers.credentials_env(
-        sandbox, providers, profile, model or profile.default_model, get_driver().host_alias, actor
-    )
-    variables = {**profile.env, **credentials, **(env or {}), "COCOON_AGENT_ID": agent.id}
-    if granted:
-        egress.grant(sandbox, granted)
     command = list(profile.command)
     if prompt and profile.prompt_mode == PromptMode.ARGUMENT:
         command.append(prompt)
-    elif prompt and profile.prompt_mode == PromptMode.STDIN:
-        variables["COCOON_PROMPT_STDIN"] = prompt
-    env_file = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items())
-    try:
-        if profile.hooks:
-            hooks.install(sandbox.id, profile, variables)
-        _exec(
-            sandbox,
-            [
-                "sh",
-                "-c",
-                'umask 077 && mkdir -p "$HOME/.cocoon/env" && cat > "$HOME/.cocoon/env/$1"',
-                "env",
-                agent.id,
-            ],
-            stdin=env_file.encode(),
-        )
-        _exec(
-            sandbox,
-            [
-                *TMUX,
-                "new-session",
-                "-d",
-                "-s",
-                agent.id,
-                "-x",
-                str(cols),
-                "-y",
-                str(rows),
-                "sh",
-                "-c",
-                WRAPPER,
-                "agent",
-                agent.id,
-                *command,
-            ],
-        )
-    except BaseException:
-        get_driver().exec(
-            sandbox.id, ["sh", "-c", 'rm -f "$HOME/.cocoon/env/$1"', "rm", agent.id], timeout=30
-        )
-        raise
+    agent.providers, agent.model = providers, model or ""
+    extra = {"COCOON_PROMPT_STDIN": prompt} if prompt and profile.prompt_mode == PromptMode.STDIN else {}
+    _start(agent, profile, command, {**(env or {}), **extra}, actor, cols, rows)
     with transaction.atomic():
         agent.save(force_insert=True)
         activity.record(
@@ -226,13 +145,81 @@ def spawn_agent(
             sandbox_id=sandbox.id,
             agent_id=agent.id,
         )
-        _publish(agent)
+        publish(agent)
     if prompt and profile.prompt_mode == PromptMode.TYPED:
         send_input(agent.id, prompt, actor=actor)
     return agent
 
 
-def _publish(agent: Agent) -> None:
+def _start(
+    agent: Agent,
+    profile: AgentProfile,
+    command: list[str],
+    env: dict[str, str],
+    actor: Actor,
+    cols: int = 120,
+    rows: int = 40,
+) -> None:
+    """Start agent's session with command: the profile's env, credentials through the proxy, env."""
+    sandbox = agent.sandbox
+    credentials, granted = egress_providers.credentials_env(
+        sandbox,
+        agent.providers,
+        profile,
+        agent.model or profile.default_model,
+        get_driver().host_alias,
+        actor,
+    )
+    variables = {**profile.env, **credentials, **env, "COCOON_AGENT_ID": agent.id}
+    if granted:
+        egress.grant(sandbox, granted)
+    if profile.hooks:
+        hooks.install(sandbox.id, profile, variables)
+    agent.sandbox_boot = tmux.start_session(sandbox.id, agent.id, command, variables, cols, rows)
+
+
+def resume(agent: Agent, boot: str) -> bool:
+    """Start an agent whose sandbox restarted under it again with its profile's resume command (same id,
+    history kept); False when it cannot resume (the setting is off, the profile has no resume command,
+    the start failed)."""
+    profile = AgentProfile.objects.filter(pk=agent.profile).first()
+    if not (config.get_settings()["agents"]["resumeAfterRestart"] and profile and profile.resume_command):
+        return False
+    try:
+        _start(agent, profile, list(profile.resume_command), {}, RESUME_ACTOR)
+    except Exception:  # it stays exited, with its reason; the others are resumed all the same
+        logger.exception("agent %s could not be resumed", agent.id)
+        return False
+    if agent.sandbox_boot != boot:
+        logger.warning("agent %s: the sandbox's boot changed during its resume", agent.id)
+    with transaction.atomic():
+        agent.status, agent.status_source = AgentStatus.UNKNOWN, StatusSource.HEURISTIC
+        agent.exit_code, agent.exit_reason = None, ""
+        agent.rule, agent.rule_detail, agent.screen_hash = StatusRule.RESUMED, "", ""
+        agent.save()
+        activity.record("agent.resumed", {"agent": agent.id}, sandbox_id=agent.sandbox_id, agent_id=agent.id)
+        publish(agent)
+    return True
+
+
+def end(agent: Agent, reason: str, rule: str, **fields: Any) -> None:
+    """Record that agent ended and why (its status is exited from now on)."""
+    agent.status, agent.status_source, agent.exit_reason = AgentStatus.EXITED, StatusSource.HEURISTIC, reason
+    agent.rule = rule
+    for name, value in fields.items():
+        setattr(agent, name, value)
+    agent.save()
+    if reason != ExitReason.KILLED:  # kill_agent records who killed it
+        activity.record(
+            ENDED[ExitReason(reason)],
+            {"agent": agent.id, "code": agent.exit_code},
+            sandbox_id=agent.sandbox_id,
+            agent_id=agent.id,
+        )
+    publish(agent)
+
+
+def publish(agent: Agent) -> None:
     events.publish("agent.updated", serialize(agent), sandbox_id=agent.sandbox_id, agent_id=agent.id)
 
 
@@ -246,221 +233,62 @@ def _live(agent_id: str) -> Agent:
 
 def send_input(agent_id: str, text: str, *, actor: Actor, enter: bool = True) -> None:
     agent = _live(agent_id)
-    _exec(agent.sandbox, [*TMUX, "send-keys", "-t", f"={agent.id}:", "-l", "--", text])
+    tmux.run(agent.sandbox_id, [*tmux.TMUX, "send-keys", "-t", f"={agent.id}:", "-l", "--", text])
     if enter:
-        _exec(agent.sandbox, [*TMUX, "send-keys", "-t", f"={agent.id}:", "Enter"])
+        tmux.run(agent.sandbox_id, [*tmux.TMUX, "send-keys", "-t", f"={agent.id}:", "Enter"])
     Agent.objects.filter(pk=agent.pk).update(last_input_at=timezone.now())
 
 
 def send_keys(agent_id: str, keys: list[str], *, actor: Actor) -> None:
-    unknown = [key for key in keys if key not in KEYS]
+    unknown = [key for key in keys if key not in tmux.KEYS]
     if unknown:
         raise RpcError(ErrorCode.INVALID_PARAMS, _("Unknown keys: %(keys)s."), keys=", ".join(unknown))
     agent = _live(agent_id)
-    _exec(agent.sandbox, [*TMUX, "send-keys", "-t", f"={agent.id}:", *keys])
+    tmux.run(agent.sandbox_id, [*tmux.TMUX, "send-keys", "-t", f"={agent.id}:", *keys])
     Agent.objects.filter(pk=agent.pk).update(last_input_at=timezone.now())
 
 
 def read_screen(agent_id: str, scrollback: int = 0) -> dict[str, Any]:
+    """The agent's screen now; of an agent that is gone the last screen cocoon kept, marked lastKnown."""
     agent = get_agent(agent_id)
-    require_running(agent.sandbox)
-    if agent.status == AgentStatus.EXITED:
-        raise RpcError(ErrorCode.CONFLICT, _("Agent %(id)s has exited."), id=agent.id)
+    if agent.status != AgentStatus.EXITED:
+        require_running(agent.sandbox)
+        try:
+            screen, above = tmux.capture(agent.sandbox_id, agent.id, scrollback)
+            return {"screen": screen, "lastKnown": False} | ({"scrollback": above} if scrollback else {})
+        except DriverError:  # its session is gone and the poller has not seen it yet
+            pass
     result: dict[str, Any] = {
-        "screen": _exec(agent.sandbox, [*TMUX, "capture-pane", "-p", "-t", f"={agent.id}:"])
+        "screen": agent.last_screen,
+        "lastKnown": True,
+        "capturedAt": agent.screen_at.isoformat() if agent.screen_at else None,
     }
     if scrollback:
-        result["scrollback"] = _exec(
-            agent.sandbox,
-            [*TMUX, "capture-pane", "-p", "-t", f"={agent.id}:", "-S", f"-{scrollback}", "-E", "-1"],
-        )
+        result["scrollback"] = "\n".join(agent.last_scrollback.split("\n")[-scrollback:])
     return result
+
+
+def keep_screen(agent: Agent) -> None:
+    """Keep the agent's screen as it is now, before cocoon ends it, for agent.read afterwards."""
+    try:
+        screen, above = tmux.capture(agent.sandbox_id, agent.id, tmux.SCROLLBACK_LINES)
+    except DriverError:  # its session is gone already: the poller's last look stays
+        return
+    agent.last_screen, agent.last_scrollback = screen.rstrip("\n"), above.rstrip("\n")
+    agent.screen_at = timezone.now()
+    agent.save(update_fields=["last_screen", "last_scrollback", "screen_at"])
 
 
 def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
     agent = get_agent(agent_id)
     if agent.status != AgentStatus.EXITED and agent.sandbox.state == SandboxState.RUNNING:
-        get_driver().exec(agent.sandbox.id, [*TMUX, "kill-session", "-t", f"={agent.id}:"], timeout=30)
+        keep_screen(agent)
+        get_driver().exec(agent.sandbox_id, [*tmux.TMUX, "kill-session", "-t", f"={agent.id}:"], timeout=30)
     with transaction.atomic():
-        agent.status, agent.status_source = AgentStatus.EXITED, StatusSource.HEURISTIC
-        agent.rule, agent.rule_detail = StatusRule.KILLED, ""
-        agent.save(update_fields=["status", "status_source", "rule", "rule_detail"])
+        end(agent, ExitReason.KILLED, StatusRule.KILLED, rule_detail="")
         activity.record(
             "agent.killed", {"agent": agent.id}, actor=actor, sandbox_id=agent.sandbox_id, agent_id=agent.id
         )
-        _publish(agent)
-    return agent
-
-
-def poll_all(only: str | None = None) -> int:
-    """One tick of the poller: one exec per sandbox with a live agent (or only that sandbox), many
-    sandboxes at once (each exec mostly waits for the engine); returns how many agents changed status.
-
-    A sandbox still being polled by an earlier tick is left to it, so no agent is ever decided twice
-    at once, and a slow sandbox holds up only itself."""
-    live = Agent.objects.exclude(status=AgentStatus.EXITED).filter(sandbox__state=SandboxState.RUNNING)
-    if only:
-        live = live.filter(sandbox_id=only)
-    with _in_flight_lock:
-        claimed = set(live.values_list("sandbox_id", flat=True)) - _in_flight
-        _in_flight.update(claimed)
-    if not claimed:
-        return 0
-    changed = 0
-    try:
-        by_sandbox: dict[str, dict[str, Agent]] = {sandbox_id: {} for sandbox_id in claimed}
-        for agent in live.filter(sandbox_id__in=claimed):  # read after claiming: never a stale row
-            by_sandbox[agent.sandbox_id][agent.id] = agent
-        names = {agent.profile for agents in by_sandbox.values() for agent in agents.values()}
-        profiles = {p.name: screen_rules(p) for p in AgentProfile.objects.filter(name__in=names)}
-        with ThreadPoolExecutor(min(POLL_PARALLEL, len(claimed))) as pool:
-            polls = {pool.submit(_poll_output, item): item for item in by_sandbox.items()}
-            for done in as_completed(polls):
-                sandbox_id, agents = polls[done]
-                for agent_id, fields in _poll_fields(done.result() or "", agents).items():
-                    agent = agents[agent_id]
-                    if agent.profile not in profiles:
-                        continue
-                    # One agent's hostile report must never cost the others their status.
-                    try:
-                        changed += _observe(agent, profiles[agent.profile], fields[0] == "1", *fields[1:])
-                    except Exception:
-                        logger.exception("the poll of agent %s could not be read", agent_id)
-                with _in_flight_lock:
-                    _in_flight.discard(sandbox_id)
-                    _last_polled[sandbox_id] = time.monotonic()
-    finally:
-        with _in_flight_lock:
-            _in_flight.difference_update(claimed)
-    return changed
-
-
-def _poll_output(item: tuple[str, dict[str, Agent]]) -> str | None:
-    """The poll script's report on one sandbox's agents; None when the sandbox could not be reached
-    (reconcile notices a sandbox that went away)."""
-    sandbox_id, agents = item
-    pairs = [f"{agent.id}={agent.screen_hash}" for agent in agents.values()]
-    try:
-        result = get_driver().exec(sandbox_id, ["sh", "-c", POLL, "poll", *pairs], timeout=POLL_TIMEOUT_S)
-    except DriverError:
-        return None
-    except Exception:  # one sandbox's failure must not end the tick for the others
-        logger.exception("the poll of sandbox %s failed", sandbox_id)
-        return None
-    return result.stdout.decode(errors="replace") if result.exit_code == 0 else None
-
-
-def _poll_fields(output: str, agents: dict[str, Agent]) -> dict[str, list[str]]:
-    """Each polled agent's fields (alive, code, hook, command, screen hash, screen text) from the poll
-    script's report. Malformed lines, lines about other agents and repeats are dropped: an agent
-    without a line is simply not decided this tick."""
-    found: dict[str, list[str]] = {}
-    for line in output.split("\n"):  # not splitlines(): it also splits at \x1c, \x85, U+2028...
-        agent_id, *fields = line.split("\t")
-        if len(fields) == POLL_FIELDS - 1 and agent_id in agents and agent_id not in found:
-            found[agent_id] = fields
-    return found
-
-
-def _screen_text(encoded: str) -> str:
-    """The screen's bottom as the poll sent it, bounded; "" when it is not base64."""
-    if len(encoded) > SCREEN_TEXT_MAX:  # keep the bottom, cut at a base64 quantum
-        encoded = encoded[len(encoded) % 4 :][-SCREEN_TEXT_MAX:]
-    try:
-        return base64.b64decode(encoded, validate=True).decode(errors="replace")
-    except (binascii.Error, ValueError):
-        return ""
-
-
-def _observe(
-    agent: Agent,
-    profile_rules: rules.ScreenRules,
-    alive: bool,
-    code: str,
-    hook: str,
-    command: str,
-    screen: str,
-    encoded: str,
-) -> bool:
-    """Decide one agent's status from what the poll saw; save what changed, publish a new status."""
-    now = timezone.now()
-    facts = None
-    screen = screen if SCREEN_HASH.fullmatch(screen) else ""
-    if encoded:  # the screen changed: its text came along
-        facts = rules.read_screen(profile_rules, _screen_text(encoded))
-        if facts.timed_out:
-            logger.warning("agent %s: patterns out of time count as no match: %s", agent.id, facts.timed_out)
-    memory = rules.Memory(
-        status=agent.status,
-        created_at=agent.created_at.timestamp(),
-        last_input_at=agent.last_input_at.timestamp() if agent.last_input_at else None,
-        last_change_at=agent.last_activity_at.timestamp(),
-        screen=rules.ScreenFacts(agent.screen_indicator, agent.screen_question),
-    )
-    exit_code = rules.parse_exit_code(code)
-    seen = rules.Observation(alive, exit_code, hook.strip()[:100], command.strip()[:100], facts)
-    decision = rules.decide(profile_rules, memory, seen, now.timestamp())
-    before = (agent.status, agent.status_source, agent.exit_code)
-    fields = {
-        "status": decision.status,
-        "status_source": decision.source,
-        "exit_code": decision.exit_code,
-        "rule": decision.rule,
-        "rule_detail": decision.detail[:300],
-        "hook_report": seen.hook,
-        "foreground": seen.command,
-    }
-    if screen and screen != agent.screen_hash:
-        fields |= {"screen_hash": screen, "last_activity_at": now}
-    if facts is not None:
-        fields |= {"screen_indicator": facts.indicator, "screen_question": facts.question[:300]}
-    dirty = [name for name, value in fields.items() if getattr(agent, name) != value]
-    if not dirty:  # the steady state writes nothing
-        return False
-    for name in dirty:
-        setattr(agent, name, fields[name])
-    if (agent.status, agent.status_source, agent.exit_code) == before:
-        agent.save(update_fields=dirty)
-        return False
-    with transaction.atomic():
-        agent.save(update_fields=dirty)
-        if agent.status == AgentStatus.EXITED:
-            activity.record(
-                "agent.exited",
-                {"agent": agent.id, "code": agent.exit_code},
-                sandbox_id=agent.sandbox_id,
-                agent_id=agent.id,
-            )
-        _publish(agent)
-    return True
-
-
-def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:
-    """Block until the agent reaches one of the statuses, bounded by timeout_s.
-
-    Woken by the agent's events (the poller publishes every change). After RECHECK_S without one, and
-    only if no poll of that sandbox ran in this process meanwhile (no poller here: a worker without
-    beat, tests), it polls the agent's sandbox itself.
-    """
-    deadline = time.monotonic() + timeout_s
-    # Listening starts before the first read, so a change between the two is still heard.
-    with events.listen(events.agent_group(agent_id)) as next_event:
-        agent = get_agent(agent_id)
-        while agent.status not in until:
-            remaining = deadline - time.monotonic()
-            if agent.status == AgentStatus.EXITED or remaining <= 0:
-                raise RpcError(
-                    ErrorCode.TIMEOUT,
-                    _("Agent %(id)s did not reach %(until)s; it is %(status)s."),
-                    details={"agent": serialize(agent)},
-                    id=agent.id,
-                    until=", ".join(until),
-                    status=agent.status,
-                )
-            heard = next_event(min(remaining, RECHECK_S))
-            if heard is None and time.monotonic() - _last_polled.get(agent.sandbox_id, 0) > RECHECK_S:
-                poll_all(only=agent.sandbox_id)
-            agent = get_agent(agent_id)
     return agent
 
 

@@ -2,9 +2,9 @@
 
 from celery import shared_task
 
-from agents import services
+from agents import poller
 
 
 @shared_task(name="agents.tasks.poll")
 def poll() -> int:
-    return services.poll_all()
+    return poller.poll_all()

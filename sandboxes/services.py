@@ -19,6 +19,7 @@ from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
 from egress import services as egress
+from sandboxes import signals
 from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import (
@@ -329,8 +330,12 @@ def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
 
 def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
     sandbox = get_sandbox(sandbox_id)
+    if sandbox.state == SandboxState.RUNNING:
+        signals.stopping.send(Sandbox, sandbox=sandbox)
     observed = _engine_call(sandbox, get_driver().stop)
-    return _apply(sandbox, observed.state, observed.ips, "sandbox.stopped", actor)
+    sandbox = _apply(sandbox, observed.state, observed.ips, "sandbox.stopped", actor)
+    signals.stopped.send(Sandbox, sandbox=sandbox)
+    return sandbox
 
 
 def delete_sandbox(sandbox_id: str, *, actor: Actor) -> None:

@@ -15,6 +15,7 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
+from agents import poller
 from agents import services as agents
 from agents.choices import AgentStatus
 from agents.models import Agent
@@ -231,7 +232,7 @@ class Run:
             until = [AgentStatus.DONE, AgentStatus.EXITED]
             until += [AgentStatus.WORKING, AgentStatus.IDLE] if blocked else [AgentStatus.BLOCKED]
             try:
-                agent = agents.wait_for(agent_id, until, min(remaining, HEARTBEAT_S))
+                agent = poller.wait_for(agent_id, until, min(remaining, HEARTBEAT_S))
             except RpcError as error:
                 if error.code != ErrorCode.TIMEOUT:
                     raise

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agents import services
+from agents import poller
 from agents.status import ScreenRules, parse_exit_code, parse_hook, read_screen
 
 CLAUDE_QUESTION = r"Do you want to (proceed|make this edit|create|allow|use this API key)\b.*\?"
@@ -55,18 +55,22 @@ def test_a_pattern_that_no_longer_compiles_is_skipped_not_raised():
 def test_one_agents_report_cannot_forge_or_break_another_agents_line():
     agents = {"ag_a": object(), "ag_b": object()}
     output = (
-        "ag_a\t1\t" + "9" * 5000 + "\tdone 1\tbash\t\t\n"
-        "ag_b\t0\t7\t\t\t\t\n"  # a forged line after A's: only the first line of an agent counts
-        "ag_zz\t1\t\t\t\t\t\n"  # not polled
-        "ag_b\t1\t\tdone\x1c 5\tbash\t" + "f" * 32 + "\t\n"  # \x1c must not split a line
+        "ag_a\t1\t" + "9" * 5000 + "\tdone 1\tbash\t\t\t\n"
+        "ag_b\t0\t7\t\t\t\t\t\n"  # a forged line after A's: only the first line of an agent counts
+        "ag_zz\t1\t\t\t\t\t\t\n"  # not polled
+        "ag_b\t1\t\tdone\x1c 5\tbash\t" + "f" * 32 + "\t\t\n"  # \x1c must not split a line
     )
-    fields = services._poll_fields(output, agents)
+    fields = poller._poll_fields(output, agents)
     assert fields["ag_a"][1] == "9" * 5000
     assert fields["ag_b"][:2] == ["0", "7"]
-    assert services._poll_fields("ag_b\t1\textra\t\t\t\t\t\t\nag_b", agents) == {}
-    assert services._screen_text("not base64 \x00") == ""
+    assert poller._poll_fields("ag_b\t1\textra\t\t\t\t\t\t\nag_b", agents) == {}
+    assert poller._screen_text("not base64 \x00") == ""
     huge = base64.b64encode(NO_QUESTION.encode() * 10).decode()
-    assert len(services._screen_text(huge)) <= services.SCREEN_TEXT_MAX
+    assert len(poller._screen_text(huge)) <= poller.SCREEN_TEXT_MAX
+    # The sandbox's boot is digits on the first line, or nothing.
+    assert poller._boot("boot\t12345\nag_a\t...") == "12345"
+    for forged in ("boot\t12a\n", "boot\t" + "1" * 21, "ag_a\tboot\t1", "boot\t1\t2", ""):
+        assert poller._boot(forged) == "", forged
 
 
 # -- real sandboxes ------------------------------------------------------------------------------------

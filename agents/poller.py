@@ -1,0 +1,260 @@
+"""The poller: every agent's status, from one exec per sandbox (agents.tmux.POLL), decided by
+agents.status; the screens it keeps for agents that are gone; agent.wait, which it wakes."""
+
+import base64
+import binascii
+import logging
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from agents import services, tmux
+from agents import status as rules
+from agents.choices import AgentStatus, ExitReason, StatusRule
+from agents.models import Agent, AgentProfile
+from agents.profiles import screen_rules
+from cocoon import events
+from cocoon.errors import ErrorCode, RpcError
+from sandboxes.choices import SandboxState
+from sandboxes.drivers import get_driver
+from sandboxes.drivers.base import DriverError
+from sandboxes.models import Sandbox
+
+logger = logging.getLogger(__name__)
+
+RECHECK_S = 5  # agent.wait reads the row at least this often, should an event be lost
+POLL_PARALLEL = 8  # sandboxes polled at once
+POLL_TIMEOUT_S = 10  # a sandbox that cannot answer the poll in this time is asked again next tick
+SCREEN_HASH = re.compile(r"[0-9a-f]{32}")
+BOOT = re.compile(r"[0-9]{1,20}")
+# base64 characters of a screen (or of its scrollback): tmux.TEXT_BYTES fit.
+SCREEN_TEXT_MAX = (tmux.TEXT_BYTES + 2) * 4 // 3 + 4
+STATUS_LINES = 50  # the status patterns read the screen's last non-blank lines
+# Sandboxes a tick of this process is polling right now.
+_in_flight: set[str] = set()
+_in_flight_lock = threading.Lock()
+_last_polled: dict[str, float] = {}  # sandbox id -> when this process last finished polling it
+
+
+def poll_all(only: str | None = None) -> int:
+    """One tick of the poller: one exec per sandbox with a live agent (or only that sandbox), many
+    sandboxes at once (each exec mostly waits for the engine); returns how many agents changed status.
+
+    A sandbox still being polled by an earlier tick is left to it, so no agent is ever decided twice
+    at once, and a slow sandbox holds up only itself."""
+    live = Agent.objects.exclude(status=AgentStatus.EXITED).filter(sandbox__state=SandboxState.RUNNING)
+    if only:
+        live = live.filter(sandbox_id=only)
+    with _in_flight_lock:
+        claimed = set(live.values_list("sandbox_id", flat=True)) - _in_flight
+        _in_flight.update(claimed)
+    if not claimed:
+        return 0
+    changed = 0
+    try:
+        by_sandbox: dict[str, dict[str, Agent]] = {sandbox_id: {} for sandbox_id in claimed}
+        for agent in live.filter(sandbox_id__in=claimed):  # read after claiming: never a stale row
+            by_sandbox[agent.sandbox_id][agent.id] = agent
+        names = {agent.profile for agents in by_sandbox.values() for agent in agents.values()}
+        profiles = {p.name: screen_rules(p) for p in AgentProfile.objects.filter(name__in=names)}
+        with ThreadPoolExecutor(min(POLL_PARALLEL, len(claimed))) as pool:
+            polls = {pool.submit(_poll_output, item): item for item in by_sandbox.items()}
+            for done in as_completed(polls):
+                sandbox_id, agents = polls[done]
+                output = done.result() or ""
+                boot = _boot(output)
+                for agent_id, fields in _poll_fields(output, agents).items():
+                    agent = agents[agent_id]
+                    if agent.profile not in profiles:
+                        continue
+                    # One agent's hostile report must never cost the others their status.
+                    try:
+                        alive, *seen = fields
+                        changed += _observe(agent, profiles[agent.profile], alive == "1", boot, *seen)
+                    except Exception:
+                        logger.exception("the poll of agent %s could not be read", agent_id)
+                with _in_flight_lock:
+                    _in_flight.discard(sandbox_id)
+                    _last_polled[sandbox_id] = time.monotonic()
+    finally:
+        with _in_flight_lock:
+            _in_flight.difference_update(claimed)
+    return changed
+
+
+def _poll_output(item: tuple[str, dict[str, Agent]]) -> str | None:
+    """The poll script's report on one sandbox's agents; None when the sandbox could not be reached
+    (reconcile notices a sandbox that went away)."""
+    sandbox_id, agents = item
+    pairs = [f"{agent.id}={agent.screen_hash}" for agent in agents.values()]
+    try:
+        result = get_driver().exec(
+            sandbox_id, ["sh", "-c", tmux.POLL, "poll", *pairs], timeout=POLL_TIMEOUT_S
+        )
+    except DriverError:
+        return None
+    except Exception:  # one sandbox's failure must not end the tick for the others
+        logger.exception("the poll of sandbox %s failed", sandbox_id)
+        return None
+    return result.stdout.decode(errors="replace") if result.exit_code == 0 else None
+
+
+def _boot(output: str) -> str:
+    """The sandbox's boot from the poll's first line; "" when it is missing or malformed."""
+    first = output.split("\n", 1)[0].split("\t")
+    return first[1] if len(first) == 2 and first[0] == "boot" and BOOT.fullmatch(first[1]) else ""
+
+
+def _poll_fields(output: str, agents: dict[str, Agent]) -> dict[str, list[str]]:
+    """Each polled agent's fields (alive, code, hook, command, screen hash, screen, scrollback) from the
+    poll script's report. Malformed lines, lines about other agents and repeats are dropped: an agent
+    without a line is simply not decided this tick."""
+    found: dict[str, list[str]] = {}
+    for line in output.split("\n"):  # not splitlines(): it also splits at \x1c, \x85, U+2028...
+        agent_id, *fields = line.split("\t")
+        if len(fields) == tmux.POLL_FIELDS - 1 and agent_id in agents and agent_id not in found:
+            found[agent_id] = fields
+    return found
+
+
+def _screen_text(encoded: str) -> str:
+    """A screen (or scrollback) as the poll sent it, bounded; "" when it is not base64."""
+    if len(encoded) > SCREEN_TEXT_MAX:  # keep the bottom, cut at a base64 quantum
+        encoded = encoded[len(encoded) % 4 :][-SCREEN_TEXT_MAX:]
+    try:
+        return base64.b64decode(encoded, validate=True).decode(errors="replace")
+    except (binascii.Error, ValueError):
+        return ""
+
+
+def _status_lines(screen: str) -> str:
+    return "\n".join([line for line in screen.split("\n") if line.strip()][-STATUS_LINES:])
+
+
+def _observe(
+    agent: Agent,
+    profile_rules: rules.ScreenRules,
+    alive: bool,
+    boot: str,
+    code: str,
+    hook: str,
+    command: str,
+    screen: str,
+    encoded: str,
+    encoded_above: str,
+) -> bool:
+    """Decide one agent's status from what the poll saw; save what changed, publish a new status."""
+    now = timezone.now()
+    facts = None
+    screen = screen if SCREEN_HASH.fullmatch(screen) else ""
+    fields: dict[str, Any] = {}
+    if encoded:  # the screen changed: its text came along
+        text = _screen_text(encoded).rstrip("\n")
+        facts = rules.read_screen(profile_rules, _status_lines(text))
+        if facts.timed_out:
+            logger.warning("agent %s: patterns out of time count as no match: %s", agent.id, facts.timed_out)
+        fields |= {
+            "last_screen": text,
+            "last_scrollback": _screen_text(encoded_above).rstrip("\n"),
+            "screen_at": now,
+        }
+    memory = rules.Memory(
+        status=agent.status,
+        created_at=agent.created_at.timestamp(),
+        last_input_at=agent.last_input_at.timestamp() if agent.last_input_at else None,
+        last_change_at=agent.last_activity_at.timestamp(),
+        screen=rules.ScreenFacts(agent.screen_indicator, agent.screen_question),
+    )
+    exit_code = rules.parse_exit_code(code)
+    seen = rules.Observation(alive, exit_code, hook.strip()[:100], command.strip()[:100], facts)
+    decision = rules.decide(profile_rules, memory, seen, now.timestamp())
+    fields |= {
+        "rule_detail": decision.detail[:300],
+        "hook_report": seen.hook,
+        "foreground": seen.command,
+    }
+    if screen and screen != agent.screen_hash:
+        fields |= {"screen_hash": screen, "last_activity_at": now}
+    if facts is not None:
+        fields |= {"screen_indicator": facts.indicator, "screen_question": facts.question[:300]}
+    if decision.status == AgentStatus.EXITED:
+        return _ended(agent, decision, boot, fields)
+    before = (agent.status, agent.status_source)
+    fields |= {"status": decision.status, "status_source": decision.source, "rule": decision.rule}
+    dirty = [name for name, value in fields.items() if getattr(agent, name) != value]
+    if not dirty:  # the steady state writes nothing
+        return False
+    for name in dirty:
+        setattr(agent, name, fields[name])
+    if (agent.status, agent.status_source) == before:
+        agent.save(update_fields=dirty)
+        return False
+    with transaction.atomic():
+        agent.save(update_fields=dirty)
+        services.publish(agent)
+    return True
+
+
+def _ended(agent: Agent, decision: rules.Decision, boot: str, fields: dict[str, Any]) -> bool:
+    """The agent's program is gone: why, and whether it resumes (a sandbox that restarted under it)."""
+    for name, value in fields.items():
+        setattr(agent, name, value)
+    if decision.exit_code is not None:
+        reason = ExitReason.EXITED
+    elif boot and agent.sandbox_boot and boot != agent.sandbox_boot:
+        reason = ExitReason.ENGINE_RESTARTED
+    else:
+        reason = ExitReason.SESSION_VANISHED
+    if reason == ExitReason.ENGINE_RESTARTED and services.resume(agent, boot):
+        return True
+    with transaction.atomic():
+        services.end(agent, reason, decision.rule, exit_code=decision.exit_code)
+    return True
+
+
+def take_last_screens(sender: Any, sandbox: Sandbox, **kwargs: Any) -> None:
+    """Before cocoon stops a sandbox: its agents' screens as they are now."""
+    for agent in sandbox.agents.exclude(status=AgentStatus.EXITED):
+        services.keep_screen(agent)
+
+
+def end_with_sandbox(sender: Any, sandbox: Sandbox, **kwargs: Any) -> None:
+    """After cocoon stopped a sandbox: its agents ended with it."""
+    for agent in sandbox.agents.exclude(status=AgentStatus.EXITED):
+        with transaction.atomic():
+            services.end(agent, ExitReason.SANDBOX_STOPPED, StatusRule.SANDBOX_STOPPED, rule_detail="")
+
+
+def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:
+    """Block until the agent reaches one of the statuses, bounded by timeout_s.
+
+    Woken by the agent's events (the poller publishes every change). After RECHECK_S without one, and
+    only if no poll of that sandbox ran in this process meanwhile (no poller here: a worker without
+    beat, tests), it polls the agent's sandbox itself.
+    """
+    deadline = time.monotonic() + timeout_s
+    # Listening starts before the first read, so a change between the two is still heard.
+    with events.listen(events.agent_group(agent_id)) as next_event:
+        agent = services.get_agent(agent_id)
+        while agent.status not in until:
+            remaining = deadline - time.monotonic()
+            if agent.status == AgentStatus.EXITED or remaining <= 0:
+                raise RpcError(
+                    ErrorCode.TIMEOUT,
+                    _("Agent %(id)s did not reach %(until)s; it is %(status)s."),
+                    details={"agent": services.serialize(agent)},
+                    id=agent.id,
+                    until=", ".join(until),
+                    status=agent.status,
+                )
+            heard = next_event(min(remaining, RECHECK_S))
+            if heard is None and time.monotonic() - _last_polled.get(agent.sandbox_id, 0) > RECHECK_S:
+                poll_all(only=agent.sandbox_id)
+            agent = services.get_agent(agent_id)
+    return agent

@@ -30,6 +30,23 @@ def _network() -> tuple[bool, Any]:
     return False, _("The networks are missing; they are created on start.")
 
 
+@register_check("liveRestore", _("Sandboxes survive an engine restart"))
+def _live_restore() -> tuple[bool, Any]:
+    try:
+        kept = get_driver().keeps_sandboxes_across_engine_restarts()
+    except DriverError as error:
+        return False, str(error)
+    if kept is None:
+        return True, _("Not needed by this driver: no daemon holds its sandboxes.")
+    if kept:
+        return True, _("On: sandboxes and their agents keep running while dockerd restarts.")
+    return False, _(
+        'Off: a dockerd restart stops every sandbox and its agents. Add "live-restore": true to '
+        "/etc/docker/daemon.json and reload dockerd (SIGHUP); scripts/provision does this for the dockerd "
+        "it manages."
+    )
+
+
 @register_check("image", _("Sandbox image"), fix="image.build")
 def _image() -> tuple[bool, Any]:
     image = config.get_settings()["sandbox"]["image"]

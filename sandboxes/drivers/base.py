@@ -120,6 +120,11 @@ class SandboxDriver(abc.ABC):
     def runtimes(self) -> list[str]:
         return []
 
+    def keeps_sandboxes_across_engine_restarts(self) -> bool | None:
+        """Whether sandboxes (and their agents) keep running while the engine's daemon restarts; None
+        where no daemon holds them (bwrap, Podman)."""
+        return None
+
     @abc.abstractmethod
     def image_exists(self, image: str) -> bool: ...
 

@@ -146,6 +146,12 @@ class DockerDriver(SandboxDriver):
 
     _runtimes: tuple[float, list[str]] | None = None
 
+    def keeps_sandboxes_across_engine_restarts(self) -> bool | None:
+        try:
+            return bool(self.client.info().get("LiveRestoreEnabled"))
+        except Exception as error:
+            raise _errors(error) from error
+
     def _available_runtimes(self) -> list[str]:
         try:
             available = self.client.info().get("Runtimes", {})

@@ -43,6 +43,9 @@ class PodmanDriver(DockerDriver):
         socket_path = podman_socket()
         super().__init__(base_url or (f"unix://{socket_path}" if socket_path else None))
 
+    def keeps_sandboxes_across_engine_restarts(self) -> bool | None:
+        return None  # no daemon: each container has its own monitor (conmon)
+
     def _available_runtimes(self) -> list[str]:
         # Podman lists every runtime its configuration knows, installed or not; its socket is local,
         # so keep those whose binary is really there.

@@ -14,7 +14,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, auth, events, tokens
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import ErrorCode, RpcError, unexpected_error
 from cocoon.i18n import language_of_scope
 from cocoon.ids import new_id
 from cocoon.registry import registry
@@ -158,9 +158,9 @@ class RpcConsumer(LiveCredentials, AsyncJsonWebsocketConsumer):
                 result = await result
         except RpcError as error:
             await self.send_json({"id": call_id, "error": self._render(error)})
-        except Exception:
+        except Exception as error:
             logger.exception("unhandled error in %s", content["method"])
-            await self.send_json({"id": call_id, "error": self._render(RpcError(ErrorCode.INTERNAL_ERROR))})
+            await self.send_json({"id": call_id, "error": self._render(unexpected_error(error))})
         else:
             await self.send_json({"id": call_id, "result": result})
 

@@ -1,5 +1,6 @@
 """Stable error codes and the one exception type every layer raises (SPEC §2.1)."""
 
+import errno
 from enum import StrEnum
 from typing import Any
 
@@ -130,3 +131,15 @@ def field_error(path: str, message: Any, code: str = "invalid") -> RpcError:
     return RpcError(
         ErrorCode.INVALID_PARAMS, details={"fields": [{"path": path, "code": code, "message": message}]}
     )
+
+
+def unexpected_error(error: BaseException) -> RpcError:
+    """The answer for an exception no layer turned into an RpcError: a full data directory (SQLite's
+    "database or disk is full", ENOSPC from a file write) is the operator's to fix and says so;
+    anything else is an internal error."""
+    full = isinstance(error, OSError) and error.errno == errno.ENOSPC
+    if full or "database or disk is full" in str(error):
+        return RpcError(
+            ErrorCode.UNAVAILABLE, _("The server's data directory is full; free some space and retry.")
+        )
+    return RpcError(ErrorCode.INTERNAL_ERROR)

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import cocoon
-from cocoon.errors import ErrorCode, RpcError, ServiceError
+from cocoon.errors import ErrorCode, RpcError, ServiceError, unexpected_error
 from cocoon.i18n import language_of_request
 from cocoon.openapi import openapi_document
 from cocoon.registry import PARAMS_NOT_OBJECT, registry
@@ -48,7 +48,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         error = RpcError(DRF_ERRORS[type(exc)])
     else:
         logger.exception("unhandled error in %s", request.path)
-        error = RpcError(ErrorCode.INTERNAL_ERROR)
+        error = unexpected_error(exc)
     return error_response(error, request)
 
 

@@ -7,11 +7,13 @@ import re
 import subprocess
 import tarfile
 import tempfile
+from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events
@@ -48,6 +50,9 @@ GIT_ENV = {
     "GIT_COMMITTER_EMAIL": "cocoon@cocoon.invalid",
 }
 CLONE_TIMEOUT_S = 600
+# Longer than any create takes (the clone is its longest part): a row still creating after this has lost
+# the process that made it.
+CREATE_GRACE_S = CLONE_TIMEOUT_S + 300
 
 activity.register_messages(
     {
@@ -56,6 +61,9 @@ activity.register_messages(
         "sandbox.stopped": _("Sandbox %(name)s was stopped."),
         "sandbox.deleted": _("Sandbox %(name)s was deleted."),
         "sandbox.missing": _("The container of sandbox %(name)s is gone."),
+        "sandbox.interrupted": _(
+            "The creation of sandbox %(name)s was interrupted; what was made of it has been removed."
+        ),
     },
     visibility=Visibility.AGENT,
 )
@@ -380,20 +388,32 @@ def exec_in_sandbox(
     return output
 
 
-def reconcile() -> int:
+def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:
     """Align rows with the engine (state, IPs) and remove engine objects no row owns.
 
     Returns how many sandboxes changed. Safe to run any time: creates in progress have their row first.
+    A row still `creating` after interrupted_after_s belongs to a create whose process died (SIGKILL,
+    a crash): it is undone like a failed create, so no sandbox stays half made. cocoond's start passes 0
+    when its embedded worker was the only creator.
     """
     driver = get_driver()
     changed = 0
+    cutoff = timezone.now() - timedelta(seconds=interrupted_after_s)
+    for sandbox in Sandbox.objects.filter(state=SandboxState.CREATING, created_at__lte=cutoff):
+        logger.warning("undoing the interrupted create of sandbox %s", sandbox.id)
+        try:
+            _discard(sandbox)
+            activity.record("sandbox.interrupted", {"name": sandbox.name}, actor=None, sandbox_id=sandbox.id)
+            events.publish("sandbox.deleted", {"id": sandbox.id}, sandbox_id=sandbox.id)
+            changed += 1
+        except Exception:
+            logger.exception("could not undo the interrupted create of sandbox %s", sandbox.id)
     for sandbox in Sandbox.objects.exclude(state=SandboxState.CREATING):
-        observed = driver.inspect(sandbox.id)
-        if (observed.state, observed.ips) == (sandbox.state, sandbox.ips):
-            continue
-        key = "sandbox.missing" if observed.state == SandboxState.MISSING else None
-        _apply(sandbox, observed.state, observed.ips, key, None)
-        changed += 1
+        try:
+            changed += _align(driver, sandbox)
+        except Exception:
+            # One sandbox the engine or the database trips over must not stop the others' alignment.
+            logger.exception("could not align sandbox %s with the engine", sandbox.id)
     # The engine first, the rows second: a create commits its row before it makes engine objects, so
     # every object listed here has its row by the time the rows are read. The other order took a
     # sandbox created in between for an orphan.
@@ -403,3 +423,14 @@ def reconcile() -> int:
         logger.warning("removing orphaned sandbox objects of %s", orphan)
         driver.remove(orphan)
     return changed
+
+
+def _align(driver: Any, sandbox: Sandbox) -> int:
+    observed = driver.inspect(sandbox.id)
+    if (observed.state, observed.ips) == (sandbox.state, sandbox.ips):
+        return 0
+    if not Sandbox.objects.filter(pk=sandbox.pk).exists():
+        return 0  # deleted meanwhile: its objects went first, and that is no news
+    key = "sandbox.missing" if observed.state == SandboxState.MISSING else None
+    _apply(sandbox, observed.state, observed.ips, key, None)
+    return 1

@@ -88,7 +88,8 @@ def ensure_on_start() -> None:
     try:
         driver = get_driver()
         driver.ensure_networks()
-        services.reconcile()
+        # The embedded worker made every create in progress; none of them outlived the last cocoond.
+        services.reconcile(0 if settings.CELERY_EMBEDDED else services.CREATE_GRACE_S)
         if not settings.COCOON_AUTO_INSTALL:
             return
         image = config.get_settings()["sandbox"]["image"]

@@ -388,13 +388,15 @@ class DockerDriver(SandboxDriver):
     def inspect(self, sandbox_id: str) -> EngineState:
         try:
             return self._state(self._container(sandbox_id))
-        except SandboxNotFound:
+        except (SandboxNotFound, NotFound):
+            # NotFound: removed between the lookup and the reload (a delete running at the same time).
             return EngineState(state=SandboxState.MISSING)
 
     def list_ids(self) -> set[str]:
         instance = labels("sandbox")["io.cocoon.instance"]
         filters = {"label": [f"io.cocoon.instance={instance}", "io.cocoon.kind=sandbox"]}
-        containers = self.client.containers.list(all=True, filters=filters)
+        # ignore_removed: the SDK inspects each listed container; one deleted meanwhile is no orphan.
+        containers = self.client.containers.list(all=True, filters=filters, ignore_removed=True)
         volumes = self.client.volumes.list(filters={"label": f"io.cocoon.instance={instance}"})
         ids = {container.labels["io.cocoon.sandbox"] for container in containers}
         ids |= {

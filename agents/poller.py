@@ -35,6 +35,8 @@ SCREEN_HASH = re.compile(r"[0-9a-f]{32}")
 BOOT = re.compile(r"[0-9]{1,20}")
 # base64 characters of a screen (or of its scrollback): tmux.TEXT_BYTES fit.
 SCREEN_TEXT_MAX = (tmux.TEXT_BYTES + 2) * 4 // 3 + 4
+AGENT_SESSION = re.compile(r"ag_[a-z0-9]{1,36}")
+SWEEP_GRACE_S = 60  # a session younger than this may still be getting its row
 STATUS_LINES = 50  # the status patterns read the screen's last non-blank lines
 # Sandboxes a tick of this process is polling right now.
 _in_flight: set[str] = set()
@@ -216,6 +218,38 @@ def _ended(agent: Agent, decision: rules.Decision, boot: str, fields: dict[str, 
     with transaction.atomic():
         services.end(agent, reason, decision.rule, exit_code=decision.exit_code)
     return True
+
+
+def sweep_sessions(grace_s: float = SWEEP_GRACE_S) -> int:
+    """Close agent sessions no live agent row owns, made more than grace_s ago by the sandbox's clock;
+    returns how many. A spawn whose cocoond died after the session started and before its row was
+    written left one (the engine finishes an exec whose client is gone); cocoond's start passes 0 when
+    its embedded worker was the only spawner."""
+    closed = 0
+    for sandbox_id in Sandbox.objects.filter(state=SandboxState.RUNNING).values_list("id", flat=True):
+        try:
+            closed += _sweep(sandbox_id, grace_s)
+        except Exception:  # one sandbox's failure must not keep the others' sessions
+            logger.exception("the sessions of sandbox %s could not be swept", sandbox_id)
+    return closed
+
+
+def _sweep(sandbox_id: str, grace_s: float) -> int:
+    # The sessions first, the rows second: a spawn starts its session before it writes its row.
+    now, *lines = tmux.run(sandbox_id, ["sh", "-c", tmux.SESSIONS]).split("\n")
+    made = {}
+    for line in lines:
+        name, _, created = line.partition(" ")
+        if AGENT_SESSION.fullmatch(name) and created.isdigit() and now.isdigit():
+            made[name] = int(now) - int(created)
+    owned = set(
+        Agent.objects.filter(pk__in=made).exclude(status=AgentStatus.EXITED).values_list("id", flat=True)
+    )
+    orphans = [name for name, age in made.items() if name not in owned and age >= grace_s]
+    for name in orphans:
+        logger.warning("closing agent session %s in sandbox %s: no agent owns it", name, sandbox_id)
+        tmux.run(sandbox_id, [*tmux.TMUX, "kill-session", "-t", f"={name}"])
+    return len(orphans)
 
 
 def take_last_screens(sender: Any, sandbox: Sandbox, **kwargs: Any) -> None:

@@ -8,3 +8,8 @@ from agents import poller
 @shared_task(name="agents.tasks.poll")
 def poll() -> int:
     return poller.poll_all()
+
+
+@shared_task(name="agents.tasks.sweep")
+def sweep() -> int:
+    return poller.sweep_sessions()

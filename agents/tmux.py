@@ -58,6 +58,8 @@ for pair in "$@"; do
 done
 """
 POLL_FIELDS = 8
+# The sandbox's clock, then every session with when it was made (for agents.poller.sweep_sessions).
+SESSIONS = "date +%s; tmux -L cocoon list-sessions -F '#{session_name} #{session_created}' 2>/dev/null; true"
 
 
 def run(sandbox_id: str, command: list[str], stdin: bytes | None = None) -> str:

@@ -17,6 +17,7 @@ app.conf.beat_schedule = {
     "prune-activity": {"task": "cocoon.tasks.prune_activity", "schedule": crontab(minute=17, hour=3)},
     "reconcile-sandboxes": {"task": "sandboxes.tasks.reconcile", "schedule": 30.0},
     "poll-agents": {"task": "agents.tasks.poll", "schedule": 2.0},
+    "sweep-agent-sessions": {"task": "agents.tasks.sweep", "schedule": 300.0},
     "egress": {"task": "egress.tasks.tick", "schedule": 2.0},
     # Cron times have minute resolution: a tick every 10 s starts a run at most 10 s late.
     "tick-schedules": {"task": "scheduling.tasks.tick", "schedule": 10.0},

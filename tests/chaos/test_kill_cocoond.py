@@ -62,11 +62,6 @@ def test_a_create_killed_while_the_policy_is_published_is_undone(start_cocoond, 
     cocoond.call("sandbox.delete", {"sandboxId": created["id"]})
 
 
-@pytest.mark.xfail(
-    reason="defect, not fixed yet: the tmux session of a spawn killed before its row was written runs on "
-    "with no row (docker exec outlives its client); nothing reaps sessions without a row",
-    strict=False,
-)
 def test_a_killed_spawn_leaves_no_agent_without_its_row(start_cocoond, sandbox_image, docker_client):
     cocoond = start_cocoond()
     sandbox = cocoond.call("sandbox.create", {"network": "none", "image": sandbox_image})

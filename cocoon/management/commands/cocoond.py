@@ -52,6 +52,12 @@ class Command(BaseCommand):
 
         ensure_on_start()
 
+        from agents.poller import SWEEP_GRACE_S, sweep_sessions
+
+        # Before serving: no spawn of this process is under way, so with the embedded worker every
+        # session without its row is left over from the last cocoond.
+        sweep_sessions(0 if settings.CELERY_EMBEDDED else SWEEP_GRACE_S)
+
         from scheduling.schedules import start_up
 
         start_up()

@@ -17,6 +17,8 @@ from tests.conftest import ROOT, Cocoond, WsClient, server_env
 pytestmark = pytest.mark.e2e
 
 IDLE_S = 60  # an idle subscription must outlive this (it died after ~5 s with Redis once)
+POLL_EVERY_S = 2  # the worker's beat sends agents.tasks.poll this often (cocoon/celery.py)
+QUIET_WAIT_S = 11  # longer than two of agent.wait's RECHECK_S
 
 
 @pytest.fixture
@@ -125,6 +127,22 @@ def test_the_recommended_production_topology(
             typing.send(b"echo via-$((2*21))\r")
             assert b"via-42" in read_until(typing, b"via-42")
             assert b"via-42" in read_until(watching, b"via-42")
+
+        # While the worker polls, neither cocoond polls the sandbox as well: waits that hear nothing cost
+        # no exec of their own (each cocoond polled every 5 s when it heard nothing).
+        container = docker_client.containers.get(f"{env['COCOON_INSTANCE']}-{sandbox['id']}")
+        never = {"agentId": agent["id"], "until": ["blocked"], "timeoutS": QUIET_WAIT_S}
+        since = time.time()
+        with ThreadPoolExecutor(1) as pool:
+            on_one = pool.submit(one.post, "agent.wait", never)
+            assert (
+                waiter.request("agent.wait", never, timeout=QUIET_WAIT_S + 10)["error"]["code"] == "timeout"
+            )
+            assert on_one.result().json()["error"]["code"] == "timeout"
+        execs = docker_client.events(
+            since=since, until=time.time(), filters={"container": container.id, "event": "exec_create"}
+        )
+        assert len(list(execs)) <= QUIET_WAIT_S // POLL_EVERY_S + 1  # the worker's ticks, no more
 
         # The work the worker observes: a command starts and ends; the wait on #2 is woken by the
         # worker's poll, well within the few seconds after which it would look for itself.

@@ -178,3 +178,22 @@ def test_the_recommended_production_topology(
     print(
         f"topology test: {time.monotonic() - started:.1f} s, idle for {time.monotonic() - idle_since:.1f} s"
     )
+
+
+def _read_key(path: str) -> str:
+    from cocoon.datadir import read_or_create_private_file
+
+    return read_or_create_private_file(Path(path), lambda: os.urandom(16).hex())
+
+
+def test_processes_starting_at_once_on_one_data_directory_share_one_key(tmp_path):
+    # A file created but not yet written was read as an empty key by the process that lost the race.
+    from multiprocessing import get_context
+
+    with get_context("spawn").Pool(8) as pool:
+        for attempt in range(10):
+            path = str(tmp_path / f"key-{attempt}")
+            keys = pool.map(_read_key, [path] * 16)
+            assert len(set(keys)) == 1
+            assert len(keys[0]) == 32
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -5,7 +5,6 @@ import base64
 import binascii
 import logging
 import re
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
@@ -18,6 +17,7 @@ from agents import services, tmux
 from agents import status as rules
 from agents.choices import AgentStatus, ExitReason, StatusRule
 from agents.models import Agent, AgentProfile
+from agents.pollclaims import get_claims
 from agents.profiles import screen_rules
 from cocoon import events
 from cocoon.errors import ErrorCode, RpcError
@@ -38,26 +38,22 @@ SCREEN_TEXT_MAX = (tmux.TEXT_BYTES + 2) * 4 // 3 + 4
 AGENT_SESSION = re.compile(r"ag_[a-z0-9]{1,36}")
 SWEEP_GRACE_S = 60  # a session younger than this may still be getting its row
 STATUS_LINES = 50  # the status patterns read the screen's last non-blank lines
-# Sandboxes a tick of this process is polling right now.
-_in_flight: set[str] = set()
-_in_flight_lock = threading.Lock()
-_last_polled: dict[str, float] = {}  # sandbox id -> when this process last finished polling it
 
 
 def poll_all(only: str | None = None) -> int:
     """One tick of the poller: one exec per sandbox with a live agent (or only that sandbox), many
     sandboxes at once (each exec mostly waits for the engine); returns how many agents changed status.
 
-    A sandbox still being polled by an earlier tick is left to it, so no agent is ever decided twice
-    at once, and a slow sandbox holds up only itself."""
+    A sandbox still being polled by an earlier tick, in this process or another (agents.pollclaims), is
+    left to it, so no agent is ever decided twice at once, and a slow sandbox holds up only itself."""
     live = Agent.objects.exclude(status=AgentStatus.EXITED).filter(sandbox__state=SandboxState.RUNNING)
     if only:
         live = live.filter(sandbox_id=only)
-    with _in_flight_lock:
-        claimed = set(live.values_list("sandbox_id", flat=True)) - _in_flight
-        _in_flight.update(claimed)
+    claims = get_claims()
+    claimed = claims.claim(set(live.values_list("sandbox_id", flat=True)))
     if not claimed:
         return 0
+    unreleased = set(claimed)
     changed = 0
     try:
         by_sandbox: dict[str, dict[str, Agent]] = {sandbox_id: {} for sandbox_id in claimed}
@@ -81,12 +77,11 @@ def poll_all(only: str | None = None) -> int:
                         changed += _observe(agent, profiles[agent.profile], alive == "1", boot, *seen)
                     except Exception:
                         logger.exception("the poll of agent %s could not be read", agent_id)
-                with _in_flight_lock:
-                    _in_flight.discard(sandbox_id)
-                    _last_polled[sandbox_id] = time.monotonic()
+                unreleased.discard(sandbox_id)
+                claims.release(sandbox_id, polled=True)
     finally:
-        with _in_flight_lock:
-            _in_flight.difference_update(claimed)
+        for sandbox_id in unreleased:
+            claims.release(sandbox_id, polled=False)
     return changed
 
 
@@ -269,8 +264,8 @@ def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:
     """Block until the agent reaches one of the statuses, bounded by timeout_s.
 
     Woken by the agent's events (the poller publishes every change). After RECHECK_S without one, and
-    only if no poll of that sandbox ran in this process meanwhile (no poller here: a worker without
-    beat, tests), it polls the agent's sandbox itself.
+    only if no process polled that sandbox meanwhile (no poller running: a worker without beat, tests),
+    it polls the agent's sandbox itself.
     """
     deadline = time.monotonic() + timeout_s
     # Listening starts before the first read, so a change between the two is still heard.
@@ -288,7 +283,7 @@ def wait_for(agent_id: str, until: list[str], timeout_s: float) -> Agent:
                     status=agent.status,
                 )
             heard = next_event(min(remaining, RECHECK_S))
-            if heard is None and time.monotonic() - _last_polled.get(agent.sandbox_id, 0) > RECHECK_S:
+            if heard is None and not get_claims().polled_within(agent.sandbox_id, RECHECK_S):
                 poll_all(only=agent.sandbox_id)
             agent = services.get_agent(agent_id)
     return agent

@@ -32,10 +32,16 @@ def read_or_create_private_file(path: Path, create: Callable[[], str]) -> str:
     except FileNotFoundError:
         value = create()
         ensure_private_dir(path.parent)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process won the race: use its value
-            return path.read_text().strip()
+        # Written in full under another name, then linked into place: processes starting at once on one
+        # data directory (deploy/compose.yaml) never read a file that is there but not yet written.
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(value)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:  # another process won the race: use its value
+            return path.read_text().strip()
+        finally:
+            os.unlink(tmp)
         return value

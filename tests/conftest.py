@@ -2,10 +2,12 @@
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -253,6 +255,68 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL cluster of our own (Debian's `postgresql`, installed by scripts/provision) on a
+    free loopback port: initdb'd into a fresh directory, stopped by PID afterwards. As root it runs as
+    the `postgres` user, which the server requires, so its directory is one that user can reach."""
+    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
+    if not binaries:
+        pytest.fail("PostgreSQL is not installed: run scripts/provision")
+    bin_dir = binaries[-1].parent
+    as_user: dict[str, Any] = {}
+    base = Path(tempfile.mkdtemp(prefix="cocoon-pg-"))
+    if os.geteuid() == 0:
+        as_user = {"user": "postgres", "group": "postgres", "extra_groups": []}
+        shutil.chown(base, "postgres", "postgres")
+    password = secrets.token_urlsafe(16)
+    (base / "password").write_text(password + "\n")
+    if as_user:
+        shutil.chown(base / "password", "postgres", "postgres")
+    port = free_port()
+    proc = None
+    try:
+        subprocess.run(
+            [bin_dir / "initdb", "-D", base / "data", "-U", "cocoon", "--pwfile", base / "password",
+             "--auth-host=scram-sha-256", "--auth-local=peer", "-E", "UTF8", "--no-sync"],
+            check=True, stdout=subprocess.DEVNULL, **as_user,
+        )  # fmt: skip
+        with (base / "postgres.log").open("ab") as log:
+            proc = subprocess.Popen(
+                [bin_dir / "postgres", "-D", base / "data", "-p", str(port), "-h", "127.0.0.1",
+                 "-k", base, "-c", "fsync=off"],
+                stdout=log, stderr=subprocess.STDOUT, **as_user,
+            )  # fmt: skip
+        admin_url = f"postgresql://cocoon:{password}@127.0.0.1:{port}/postgres"
+        wait_until(lambda: _postgres_ready(admin_url, proc), timeout=30)
+        import psycopg
+
+        with psycopg.connect(admin_url, autocommit=True) as connection:
+            connection.execute("CREATE DATABASE cocoon")
+        yield f"postgres://cocoon:{password}@127.0.0.1:{port}/cocoon"
+    finally:
+        if proc is not None:
+            proc.terminate()  # SIGTERM: PostgreSQL's "smart" shutdown
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _postgres_ready(url: str, proc: subprocess.Popen) -> bool:
+    import psycopg
+
+    if proc.poll() is not None:
+        raise RuntimeError(f"postgres exited with {proc.returncode}")
+    try:
+        psycopg.connect(url, connect_timeout=1).close()
+    except psycopg.OperationalError:
+        return False
+    return True
 
 
 def _redis_ready(port: int) -> bool:

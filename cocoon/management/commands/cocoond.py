@@ -32,14 +32,16 @@ class Command(BaseCommand):
         except ValueError as error:
             raise CommandError(str(error)) from error
 
-        call_command("migrate", interactive=False, verbosity=0)
         config_path = Path(settings.COCOON_CONFIG).expanduser() if settings.COCOON_CONFIG else None
-        try:
-            setup.first_run(config_path)
-        except ValueError as error:
-            raise CommandError(str(error)) from error
-        except RpcError as error:
-            raise CommandError(f"COCOON_CONFIG is invalid: {json.dumps(error.render())}") from error
+        # Processes sharing the database take turns: the first migrates and sets up, the others find it done.
+        with setup.startup_lock():
+            call_command("migrate", interactive=False, verbosity=0)
+            try:
+                setup.first_run(config_path)
+            except ValueError as error:
+                raise CommandError(str(error)) from error
+            except RpcError as error:
+                raise CommandError(f"COCOON_CONFIG is invalid: {json.dumps(error.render())}") from error
 
         worker = None
         if settings.CELERY_EMBEDDED:

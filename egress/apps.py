@@ -11,10 +11,13 @@ class EgressConfig(AppConfig):
         from cocoon.models import Secret, SettingsDocument
         from egress import setup  # noqa: F401 - registers the checklist item
         from egress.models import ProviderGrant
-        from sandboxes.models import Sandbox
+        from egress.network import EgressNetwork
+        from sandboxes import network
 
-        # Whatever the policy is derived from changed: publish it once the change is committed.
-        for model in (SettingsDocument, Secret, Sandbox, ProviderGrant):
+        # Sandboxes tell egress when their network matters (create, start, stop, delete, reconcile).
+        network.register(EgressNetwork())
+        # Settings, secrets and grants are the policy's other inputs: publish once a change is committed.
+        for model in (SettingsDocument, Secret, ProviderGrant):
             post_save.connect(_policy_inputs_changed, sender=model, dispatch_uid=f"egress-{model.__name__}")
             post_delete.connect(
                 _policy_inputs_changed, sender=model, dispatch_uid=f"egress-del-{model.__name__}"
@@ -23,10 +26,5 @@ class EgressConfig(AppConfig):
 
 def _policy_inputs_changed(sender: type, instance: object, **kwargs: object) -> None:
     from egress.services import sync_quietly
-    from sandboxes.choices import NetworkMode
-    from sandboxes.models import Sandbox
 
-    # Sandbox rows change often (state, reconcile); sandboxes without network are not in the policy.
-    if sender is Sandbox and instance.network == NetworkMode.NONE:
-        return
     transaction.on_commit(sync_quietly)

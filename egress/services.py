@@ -4,6 +4,7 @@ import json
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -48,28 +49,30 @@ def enforced() -> bool:
     return Capability.EGRESS_ENFORCED in get_driver().capabilities()
 
 
-def prepare(spec: SandboxSpec) -> None:
+def prepare(spec: SandboxSpec) -> SandboxSpec:
     """Before a sandbox with network is created: where the driver enforces egress, the sandbox gets
     its own network with the proxy on it (cocoon-proxy: the credential routes in every mode, the only
     way out in egress mode). Egress sandboxes are pointed at the proxy (where the driver cannot enforce
     egress, at the local proxy on loopback, which they may also bypass)."""
     if spec.network == NetworkMode.NONE:
-        return
+        return spec
+    dns = spec.dns
     if enforced():
         from egress.container import attach
 
         network = get_driver().create_sandbox_network(spec.sandbox_id, spec.network)
         address = _engine_errors(attach, network)
         if spec.network != NetworkMode.EGRESS:
-            return
-        spec.dns[:] = [address]
+            return spec
+        dns = [address]
         url, no_proxy = PROXY_URL, NO_PROXY
     elif spec.network == NetworkMode.EGRESS:
         url, no_proxy = f"http://{LOOPBACK}:{ensure_local_proxy()['forward']}", f"{LOOPBACK},localhost"
     else:
-        return
+        return spec
     proxy_env = {"HTTP_PROXY": url, "HTTPS_PROXY": url, "NO_PROXY": no_proxy}
-    spec.env.update(proxy_env | {name.lower(): value for name, value in proxy_env.items()})
+    env = spec.env | proxy_env | {name.lower(): value for name, value in proxy_env.items()}
+    return replace(spec, env=env, dns=dns)
 
 
 def credential_proxy_url() -> str:

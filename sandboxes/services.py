@@ -20,8 +20,7 @@ from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
-from egress import services as egress
-from sandboxes import signals
+from sandboxes import network, signals
 from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import (
@@ -190,13 +189,12 @@ def create_sandbox(
         workspace=None if repo else baseline_archive(branch or "main"),
     )
     try:
-        egress.prepare(spec)
-        observed = driver.create(spec)
-        if network == NetworkMode.EGRESS:
-            # The proxy must know the sandbox's address before anything in it goes out (the clone).
+        observed = driver.create(network.prepare(spec))
+        if sandbox.network != NetworkMode.NONE:
+            # Its network must be in force before anything in it goes out (the clone).
             sandbox.ips = observed.ips
             sandbox.save(update_fields=["ips"])
-            egress.sync(wait=True)
+            network.attached(sandbox, wait=True)
         if repo:
             _clone_repository(sandbox)
     except ImageNotFound:
@@ -229,6 +227,7 @@ def _discard(sandbox: Sandbox) -> None:
     except Exception:
         logger.exception("could not remove the engine objects of failed sandbox %s", sandbox.id)
     Sandbox.objects.filter(pk=sandbox.pk).delete()
+    network.released(sandbox.id)
 
 
 @lru_cache(maxsize=16)
@@ -306,7 +305,12 @@ def require_running(sandbox: Sandbox) -> Sandbox:
 
 
 def _apply(
-    sandbox: Sandbox, state: str, ips: dict[str, str], key: str | None, actor: Actor | None
+    sandbox: Sandbox,
+    state: str,
+    ips: dict[str, str],
+    key: str | None,
+    actor: Actor | None,
+    wait_for_network: bool = False,
 ) -> Sandbox:
     with transaction.atomic():
         sandbox.state, sandbox.ips = state, ips
@@ -314,6 +318,8 @@ def _apply(
         if key:
             activity.record(key, {"name": sandbox.name}, actor=actor, sandbox_id=sandbox.id)
         _publish(sandbox)
+    if sandbox.network != NetworkMode.NONE:
+        network.attached(sandbox, wait=wait_for_network)
     return sandbox
 
 
@@ -330,10 +336,8 @@ def _engine_call(sandbox: Sandbox, operation: Any) -> Any:
 def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
     sandbox = get_sandbox(sandbox_id)
     observed = _engine_call(sandbox, get_driver().start)
-    sandbox = _apply(sandbox, observed.state, observed.ips, "sandbox.started", actor)
-    if sandbox.network == NetworkMode.EGRESS:
-        egress.sync(wait=True)  # its address may have changed
-    return sandbox
+    # Its address may have changed: in force before anything in it goes out again.
+    return _apply(sandbox, observed.state, observed.ips, "sandbox.started", actor, wait_for_network=True)
 
 
 def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
@@ -353,6 +357,7 @@ def delete_sandbox(sandbox_id: str, *, actor: Actor) -> None:
         sandbox.delete()
         activity.record("sandbox.deleted", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox_id)
         events.publish("sandbox.deleted", {"id": sandbox_id}, sandbox_id=sandbox_id)
+    network.released(sandbox_id)
 
 
 def exec_in_sandbox(

@@ -1,0 +1,30 @@
+"""egress's part at the moments a sandbox's network matters (registered with sandboxes.network)."""
+
+from typing import Any
+
+from django.db import transaction
+
+from egress import services
+from sandboxes.choices import NetworkMode
+from sandboxes.drivers.base import SandboxSpec
+from sandboxes.models import Sandbox
+
+
+class EgressNetwork:
+    def prepare(self, spec: SandboxSpec) -> SandboxSpec:
+        return services.prepare(spec)
+
+    def attached(self, sandbox: Sandbox, *, wait: bool) -> None:
+        # An egress sandbox's way out is the proxy: it must know the address before anything goes out.
+        if wait and sandbox.network == NetworkMode.EGRESS:
+            services.sync(wait=True)
+        else:
+            transaction.on_commit(services.sync_quietly)
+
+    def released(self, sandbox_id: str) -> None:
+        transaction.on_commit(services.sync_quietly)
+
+    def start_work(self) -> Any:
+        from egress.tasks import start_proxy
+
+        return start_proxy.si() if services.enforced() else None

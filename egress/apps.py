@@ -12,10 +12,10 @@ class EgressConfig(AppConfig):
         from egress import setup  # noqa: F401 - registers the checklist item
         from egress.models import ProviderGrant
         from egress.network import EgressNetwork
-        from sandboxes import network
+        from sandboxes import networking
 
         # Sandboxes tell egress when their network matters (create, start, stop, delete, reconcile).
-        network.register(EgressNetwork())
+        networking.register(EgressNetwork())
         # Settings, secrets and grants are the policy's other inputs: publish once a change is committed.
         for model in (SettingsDocument, Secret, ProviderGrant):
             post_save.connect(_policy_inputs_changed, sender=model, dispatch_uid=f"egress-{model.__name__}")

@@ -1,4 +1,4 @@
-"""egress's part at the moments a sandbox's network matters (registered with sandboxes.network)."""
+"""egress's part at the moments a sandbox's network matters (registered with sandboxes.networking)."""
 
 from typing import Any
 

@@ -20,7 +20,7 @@ from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
-from sandboxes import network, signals
+from sandboxes import networking, signals
 from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import (
@@ -189,12 +189,12 @@ def create_sandbox(
         workspace=None if repo else baseline_archive(branch or "main"),
     )
     try:
-        observed = driver.create(network.prepare(spec))
+        observed = driver.create(networking.prepare(spec))
         if sandbox.network != NetworkMode.NONE:
             # Its network must be in force before anything in it goes out (the clone).
             sandbox.ips = observed.ips
             sandbox.save(update_fields=["ips"])
-            network.attached(sandbox, wait=True)
+            networking.attached(sandbox, wait=True)
         if repo:
             _clone_repository(sandbox)
     except ImageNotFound:
@@ -227,7 +227,7 @@ def _discard(sandbox: Sandbox) -> None:
     except Exception:
         logger.exception("could not remove the engine objects of failed sandbox %s", sandbox.id)
     Sandbox.objects.filter(pk=sandbox.pk).delete()
-    network.released(sandbox.id)
+    networking.released(sandbox.id)
 
 
 @lru_cache(maxsize=16)
@@ -319,7 +319,7 @@ def _apply(
             activity.record(key, {"name": sandbox.name}, actor=actor, sandbox_id=sandbox.id)
         _publish(sandbox)
     if sandbox.network != NetworkMode.NONE:
-        network.attached(sandbox, wait=wait_for_network)
+        networking.attached(sandbox, wait=wait_for_network)
     return sandbox
 
 
@@ -357,7 +357,7 @@ def delete_sandbox(sandbox_id: str, *, actor: Actor) -> None:
         sandbox.delete()
         activity.record("sandbox.deleted", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox_id)
         events.publish("sandbox.deleted", {"id": sandbox_id}, sandbox_id=sandbox_id)
-    network.released(sandbox_id)
+    networking.released(sandbox_id)
 
 
 def exec_in_sandbox(

@@ -76,10 +76,10 @@ def _toolbox() -> tuple[bool, Any]:
 def ensure_on_start() -> None:
     """At cocoond start: create the networks, align sandboxes with the engine, and (unless
     COCOON_AUTO_INSTALL is off) build a missing image, install a missing toolbox and bring the sandboxes'
-    network up (sandboxes.network: the egress proxy) in the background."""
+    network up (sandboxes.networking: the egress proxy) in the background."""
     from celery import chain
 
-    from sandboxes import network, services
+    from sandboxes import networking, services
     from sandboxes.images import image_tag
     from sandboxes.tasks import build_image, install_toolbox
     from sandboxes.toolbox import toolbox_status
@@ -99,7 +99,7 @@ def ensure_on_start() -> None:
             work.append(build_image.si("base"))
         if work or not toolbox_status()["installed"]:
             work.append(install_toolbox.si())
-        work += network.start_work()
+        work += networking.start_work()
         if work:
             chain(*work).delay()
     except Exception:

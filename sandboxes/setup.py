@@ -74,11 +74,12 @@ def _toolbox() -> tuple[bool, Any]:
 
 
 def ensure_on_start() -> None:
-    """At cocoond start: create the networks, align sandboxes with the engine, and (unless
-    COCOON_AUTO_INSTALL is off) build a missing image, install a missing toolbox and start the egress proxy
-    in the background."""
+    """At cocoond start: create the networks, align sandboxes with the engine, publish the egress policy
+    the rows describe, and (unless COCOON_AUTO_INSTALL is off) build a missing image, install a missing
+    toolbox and start the egress proxy in the background."""
     from celery import chain
 
+    from egress.services import sync_quietly
     from egress.tasks import start_proxy
     from sandboxes import services
     from sandboxes.images import image_tag
@@ -90,6 +91,9 @@ def ensure_on_start() -> None:
         driver.ensure_networks()
         # The embedded worker made every create in progress; none of them outlived the last cocoond.
         services.reconcile(0 if settings.CELERY_EMBEDDED else services.CREATE_GRACE_S)
+        # A change the last cocoond committed but was killed before publishing (egress.allow, a setting)
+        # would otherwise stay out of the proxy's policy until the next change: publish what the rows say.
+        sync_quietly()
         if not settings.COCOON_AUTO_INSTALL:
             return
         image = config.get_settings()["sandbox"]["image"]

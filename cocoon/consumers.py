@@ -1,6 +1,7 @@
 """WebSocket /v1/ws: RPC frames and event subscriptions on one connection."""
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -22,6 +23,12 @@ from cocoon.registry import registry
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHORIZED = 4401
+# The channel layer (Redis) failed under the connection (503, as 4401 is 401): events may have been missed
+# meanwhile, so the client connects again, subscribes again and reads state afresh. (Daphne's WebSocket
+# library lets a server close only with 1000 or 3000-4999.)
+CLOSE_LAYER_LOST = 4503
+LAYER_LOST = _("The event stream was interrupted (the server lost Redis); connect again and subscribe.")
+CLEANUP_TIMEOUT_S = 2
 SESSION_ENDED = _("This token was revoked or its session has ended.")
 MAX_SUBSCRIPTIONS = 100
 # How stale a credentials check may be before events or terminal input are passed on; calls always check.
@@ -38,6 +45,21 @@ class LiveCredentials:
     actor: Actor | None
     auth_group: str | None = None
     checked_at = 0.0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """The consumer, closed cleanly (CLOSE_LAYER_LOST, after layer_lost()) when the channel layer fails
+        under it, instead of dying with 1011 or living on deaf to the groups a restarted Redis forgot."""
+        try:
+            await super().__call__(scope, receive, send)
+        except events.LAYER_ERRORS as error:
+            logger.warning("closing a WebSocket: the channel layer failed (%s)", error)
+            with contextlib.suppress(Exception):
+                await self.layer_lost()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.disconnect(CLOSE_LAYER_LOST), CLEANUP_TIMEOUT_S)
+
+    async def layer_lost(self) -> None:
+        await self.close(code=CLOSE_LAYER_LOST)
 
     async def join_auth_group(self) -> None:
         self.auth_group = tokens.auth_group(self.actor.token_id)
@@ -96,6 +118,12 @@ class RpcConsumer(LiveCredentials, AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
         await self.join_auth_group()
+
+    async def layer_lost(self) -> None:
+        """Say why in a last frame (a close reason does not pass through the server), then close."""
+        error = RpcError(ErrorCode.UNAVAILABLE, LAYER_LOST)
+        await self.send_json({"id": None, "error": self._render(error)})
+        await super().layer_lost()
 
     async def disconnect(self, code: int) -> None:
         for task in self.calls:

@@ -133,13 +133,28 @@ def field_error(path: str, message: Any, code: str = "invalid") -> RpcError:
     )
 
 
+def _redis_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+    except ImportError:  # pragma: no cover - redis is a dependency
+        return ()
+    return (RedisConnectionError, RedisTimeoutError)
+
+
+# What Redis clients raise while Redis (REDIS_URL) is unreachable: restarting, crashed, cut off.
+REDIS_ERRORS = _redis_errors()
+
+
 def unexpected_error(error: BaseException) -> RpcError:
     """The answer for an exception no layer turned into an RpcError: a full data directory (SQLite's
-    "database or disk is full", ENOSPC from a file write) is the operator's to fix and says so;
-    anything else is an internal error."""
+    "database or disk is full", ENOSPC from a file write) is the operator's to fix and says so, as does
+    an unreachable Redis (it comes back by itself: retry); anything else is an internal error."""
     full = isinstance(error, OSError) and error.errno == errno.ENOSPC
     if full or "database or disk is full" in str(error):
         return RpcError(
             ErrorCode.UNAVAILABLE, _("The server's data directory is full; free some space and retry.")
         )
+    if isinstance(error, REDIS_ERRORS):
+        return RpcError(ErrorCode.UNAVAILABLE, _("The server cannot reach Redis right now; retry shortly."))
     return RpcError(ErrorCode.INTERNAL_ERROR)

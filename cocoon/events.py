@@ -11,6 +11,7 @@ it (Visibility); a connection hears only what its actor may see, and an undeclar
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, NotRequired, TypedDict, TypeVar
@@ -21,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from cocoon.choices import Visibility
+from cocoon.errors import REDIS_ERRORS
 from cocoon.ids import new_id
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,8 @@ class Event(TypedDict):
     agentId: NotRequired[str]
 
 
+# What the channel layer raises while its backend (Redis) is unreachable: a restart, a crash, a cut.
+LAYER_ERRORS = REDIS_ERRORS
 _server_loop: asyncio.AbstractEventLoop | None = None
 
 
@@ -118,24 +122,52 @@ def send_to_group(group: str, message: dict[str, Any]) -> None:
 @contextmanager
 def listen(group: str) -> Iterator[Callable[[float], Event | None]]:
     """Hear the events sent to a group from synchronous code: yields next(timeout) -> the next event,
-    or None when none came in time. Events sent before listen() are not heard; read state after it."""
+    or None when none came in time. Events sent before listen() are not heard; read state after it.
+
+    While the layer is unreachable (Redis restarting) next() hears nothing, and joins the group again
+    once it can (a restarted Redis has forgotten it): an event may be missed then, never a call failed,
+    so callers read the state again whenever next() returns None."""
     layer = get_channel_layer()
     if layer is None:
         raise RuntimeError("no channel layer is configured")
     channel = _on_layer_loop(layer.new_channel())
-    _on_layer_loop(layer.group_add(group, channel))
+    joined = False
+
+    def join() -> bool:
+        nonlocal joined
+        if not joined:
+            try:
+                _on_layer_loop(layer.group_add(group, channel))
+                joined = True
+            except LAYER_ERRORS as error:
+                logger.warning("not listening to %s for now: %s", group, error)
+        return joined
 
     def receive(timeout: float) -> Event | None:
-        try:
-            message = _on_layer_loop(asyncio.wait_for(layer.receive(channel), timeout), timeout + 10)
-        except TimeoutError:
-            return None
-        return message["event"]
+        nonlocal joined
+        started = time.monotonic()
+        if join():
+            try:
+                message = _on_layer_loop(asyncio.wait_for(layer.receive(channel), timeout), timeout + 10)
+            except TimeoutError:
+                return None
+            except LAYER_ERRORS as error:
+                logger.warning("lost the events of %s for now: %s", group, error)
+                joined = False
+            else:
+                return message["event"]
+        time.sleep(max(0.0, timeout - (time.monotonic() - started)))  # as long as an event-less wait
+        return None
 
+    join()
     try:
         yield receive
     finally:
-        _on_layer_loop(layer.group_discard(group, channel))
+        if joined:
+            try:
+                _on_layer_loop(layer.group_discard(group, channel))
+            except LAYER_ERRORS as error:
+                logger.warning("could not leave %s: %s", group, error)
 
 
 def matches(subscription: dict[str, Any], event: Event) -> bool:

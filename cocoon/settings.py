@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from cocoon.datadir import ensure_private_dir, read_or_create_private_file
 from cocoon.env import env_bool, env_list, env_path, env_str, parse_bind
@@ -186,7 +187,14 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # Every consumer waits on Redis with a blocking pop of up to 5 s, redis-py's default read
             # timeout: the two raced, and an idle WebSocket died with 1011 after about 5 s.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "prefix": "cocoon"},
+            # After a Redis restart every pooled connection is dead: a command on one is retried once,
+            # on a new connection, instead of failing the WebSocket that happened to pick it.
+            "CONFIG": {
+                "hosts": [
+                    {"address": REDIS_URL, "socket_timeout": 30, "retry_on_error": [RedisConnectionError]}
+                ],
+                "prefix": "cocoon",
+            },
         }
     }
     CELERY_BROKER_URL = REDIS_URL

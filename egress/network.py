@@ -24,7 +24,10 @@ class EgressNetwork:
     def released(self, sandbox_id: str) -> None:
         transaction.on_commit(services.sync_quietly)
 
-    def start_work(self) -> Any:
+    def on_start(self, install: bool) -> Any:
         from egress.tasks import start_proxy
 
-        return start_proxy.si() if services.enforced() else None
+        # A change the last cocoond committed but was killed before publishing (egress.allow, a setting)
+        # would otherwise stay out of the proxy's policy until the next change: publish what the rows say.
+        services.sync_quietly()
+        return start_proxy.si() if install and services.enforced() else None

@@ -97,10 +97,12 @@ def _locked() -> Iterator[None]:
 
 
 def current() -> dict[str, Any] | None:
+    """The published policy; None if there is none or the file is not a policy (written by someone else)."""
     try:
-        return json.loads((egress_dir() / "policy.json").read_text())
+        document = json.loads((egress_dir() / "policy.json").read_text())
     except (OSError, ValueError):
         return None
+    return document if isinstance(document, dict) else None
 
 
 def _ack(since: float | None = None) -> dict[str, Any]:

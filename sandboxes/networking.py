@@ -22,8 +22,9 @@ class NetworkHooks(Protocol):
         """The sandbox is gone (deleted, or a failed create undone)."""
         ...
 
-    def start_work(self) -> Any:
-        """At cocoond start: background work (a Celery signature) that brings the network up, or None."""
+    def on_start(self, install: bool) -> Any:
+        """At cocoond start, after reconcile: align the network with the rows at once; returns background
+        work (a Celery signature) that brings it up when install, or None."""
         ...
 
 
@@ -50,5 +51,5 @@ def released(sandbox_id: str) -> None:
         hooks.released(sandbox_id)
 
 
-def start_work() -> list[Any]:
-    return [work for hooks in _hooks if (work := hooks.start_work()) is not None]
+def on_start(install: bool) -> list[Any]:
+    return [work for hooks in _hooks if (work := hooks.on_start(install)) is not None]

@@ -74,9 +74,10 @@ def _toolbox() -> tuple[bool, Any]:
 
 
 def ensure_on_start() -> None:
-    """At cocoond start: create the networks, align sandboxes with the engine, and (unless
-    COCOON_AUTO_INSTALL is off) build a missing image, install a missing toolbox and bring the sandboxes'
-    network up (sandboxes.networking: the egress proxy) in the background."""
+    """At cocoond start: create the networks, align sandboxes with the engine and their network with the
+    rows (sandboxes.networking: the egress policy), and (unless COCOON_AUTO_INSTALL is off) build a
+    missing image, install a missing toolbox and bring the network up (the egress proxy) in the
+    background."""
     from celery import chain
 
     from sandboxes import networking, services
@@ -89,6 +90,7 @@ def ensure_on_start() -> None:
         driver.ensure_networks()
         # The embedded worker made every create in progress; none of them outlived the last cocoond.
         services.reconcile(0 if settings.CELERY_EMBEDDED else services.CREATE_GRACE_S)
+        network_work = networking.on_start(install=settings.COCOON_AUTO_INSTALL)
         if not settings.COCOON_AUTO_INSTALL:
             return
         image = config.get_settings()["sandbox"]["image"]
@@ -99,7 +101,7 @@ def ensure_on_start() -> None:
             work.append(build_image.si("base"))
         if work or not toolbox_status()["installed"]:
             work.append(install_toolbox.si())
-        work += networking.start_work()
+        work += network_work
         if work:
             chain(*work).delay()
     except Exception:

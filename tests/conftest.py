@@ -226,35 +226,49 @@ def cocoond(tmp_path_factory: pytest.TempPathFactory, docker_client: Any) -> Ite
     instance.stop()
 
 
+@dataclass
+class RedisServer:
+    """A real redis-server of our own on a loopback port, without persistence; stopped (and started again
+    on the same port, empty, as after a crash) by its own PID."""
+
+    directory: Path
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> "RedisServer":
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail("redis-server is not installed: run scripts/provision")
+        options = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.proc = subprocess.Popen(
+            [binary, *options, "--dir", str(self.directory)], stdout=subprocess.DEVNULL
+        )
+        wait_until(lambda: _redis_ready(self.port), timeout=10)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
 @pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    """A real redis-server of our own on a free loopback port, stopped by PID afterwards."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed: run scripts/provision")
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.DEVNULL,
-    )
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test's own, stopped by PID afterwards."""
+    server = RedisServer(tmp_path)
     try:
-        wait_until(lambda: _redis_ready(port), timeout=10)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield server.start()
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
 
 
 @pytest.fixture

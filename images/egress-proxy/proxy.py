@@ -119,13 +119,19 @@ def load_policy(seen: tuple[int, int, int] | None) -> tuple[int, int, int] | Non
         key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         if key == seen:
             return seen
-        with open(os.path.join(DIR, "policy.json")) as file:
-            document = json.load(file)
-    except (OSError, ValueError) as error:
+        with open(os.path.join(DIR, "policy.json"), "rb") as file:
+            content = file.read()
+    except OSError as error:  # not there yet: look again
         print(f"policy not loaded: {error}", file=sys.stderr, flush=True)
         return seen
     ack: dict[str, Any] = {"version": policy.version, "pid": os.getpid()}
+    document = None
     try:
+        # A file that is not JSON, or not an object, is refused like one with a bad entry (and once,
+        # not on every look: cocoond replaces the file atomically, so what is read is what was written).
+        document = json.loads(content)
+        if not isinstance(document, dict):
+            raise ValueError("the policy is not a JSON object")
         policy = Policy(document)
         ack["version"] = policy.version
     except Exception as error:

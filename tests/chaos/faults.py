@@ -79,3 +79,24 @@ def settle(check: Callable[[], Any], bound_s: float = 30) -> Any:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+def egress_sandbox(cocoond: Cocoond, upstream: Any, image: str) -> dict[str, Any]:
+    """Point cocoond's egress at the stand-in upstream (the .invalid names of tests/upstream.py, allowed
+    as in tests/test_egress.py), start its proxy and create one egress sandbox."""
+    from tests.test_egress import ALLOWED
+    from tests.upstream import NAMES
+
+    hosts = {name: upstream.address for name in NAMES}
+    cocoond.call(
+        "settings.update", {"egress": {"allowlist": ALLOWED, "hosts": hosts, "caBundle": upstream.ca_pem}}
+    )
+    cocoond.call("egress.start_proxy")
+    return cocoond.call("sandbox.create", {"network": "egress", "image": image})
+
+
+def proxy_container(docker_client: Any, instance: str) -> Any:
+    """The egress proxy's container of one instance, found by its labels (egress/container.py)."""
+    filters = {"label": [f"io.cocoon.instance={instance}", "io.cocoon.kind=egress-proxy"]}
+    (container,) = docker_client.containers.list(all=True, filters=filters)
+    return container

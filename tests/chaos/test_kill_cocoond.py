@@ -2,13 +2,23 @@
 instance. Afterwards rows and engine objects agree (nothing half made, nothing orphaned), the server
 answers, and the same call works again."""
 
+import fcntl
 import json
+import sqlite3
+from contextlib import closing
 from typing import Any
 
 import pytest
 
-from tests.chaos.faults import assert_rows_match_engine, kill_during, sandbox_containers, settle
+from tests.chaos.faults import (
+    assert_rows_match_engine,
+    egress_sandbox,
+    kill_during,
+    sandbox_containers,
+    settle,
+)
 from tests.conftest import wait_until
+from tests.test_egress import curl
 
 pytestmark = pytest.mark.e2e
 ATTEMPTS = 3  # a kill that came after the answer proves nothing: try again
@@ -151,3 +161,42 @@ def test_a_task_killed_while_making_its_sandbox_is_taken_over_and_done(
         assert assert_rows_match_engine(cocoond, docker_client) == []
 
     settle(its_sandbox_gone)
+
+
+def stored_overrides(cocoond) -> dict[str, Any]:
+    """The settings document's row as committed (read from the database file, not through cocoond)."""
+    with closing(sqlite3.connect(f"file:{cocoond.data / 'cocoon.sqlite3'}?mode=ro", uri=True)) as db:
+        row = db.execute("SELECT overrides FROM cocoon_settingsdocument").fetchone()
+    return json.loads(row[0]) if row else {}
+
+
+def test_an_allow_killed_before_its_policy_is_published_is_published_at_the_restart(
+    start_cocoond, sandbox_image, upstream
+):
+    cocoond = start_cocoond()
+    sandbox = egress_sandbox(cocoond, upstream, sandbox_image)
+    assert curl(cocoond, sandbox, "http://denied.invalid/before")[0] == 403
+    # Holding the policy's lock stops the publish right after the settings change committed: the kill
+    # lands exactly between the two.
+    with open(cocoond.data / "egress" / "policy.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+
+        def committed() -> bool:
+            return "denied.invalid" in stored_overrides(cocoond).get("egress", {}).get("allowlist", [])
+
+        cut = kill_during(cocoond, "egress.allow", {"host": "denied.invalid"}, committed)
+    assert cut.interrupted
+    policy = json.loads((cocoond.data / "egress" / "policy.json").read_text())
+    assert "denied.invalid" not in policy["allowlist"]  # the kill came before the publish
+    cocoond.start()
+
+    def stored_and_served_agree() -> None:
+        allowlist = cocoond.call("settings.get")["egress"]["allowlist"]
+        assert "denied.invalid" in allowlist
+        policy = json.loads((cocoond.data / "egress" / "policy.json").read_text())
+        assert set(allowlist) <= set(policy["allowlist"]), policy["allowlist"]
+        status = cocoond.call("egress.status")
+        assert status["acknowledgedVersion"] == status["policyVersion"] == policy["version"], status
+
+    settle(stored_and_served_agree, bound_s=15)
+    assert curl(cocoond, sandbox, "http://denied.invalid/after") == (200, "upstream denied.invalid /after")

@@ -424,7 +424,10 @@ def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:
     # sandbox created in between for an orphan.
     engine = driver.list_ids()
     known = set(Sandbox.objects.values_list("id", flat=True))
-    for orphan in engine - known:
+    orphans = engine - known
+    if orphans:  # and still there: a delete under way when the engine was listed removes its row last
+        orphans &= driver.list_ids()
+    for orphan in orphans:
         logger.warning("removing orphaned sandbox objects of %s", orphan)
         driver.remove(orphan)
     return changed

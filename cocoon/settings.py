@@ -105,6 +105,7 @@ INSTALLED_APPS = [
     "egress",
     "scheduling",
     "ui",
+    "server",
 ]
 
 MIDDLEWARE = [
@@ -118,8 +119,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
 ]
 
-ROOT_URLCONF = "cocoon.urls"
-ASGI_APPLICATION = "cocoon.asgi.application"
+ROOT_URLCONF = "server.urls"
+ASGI_APPLICATION = "server.asgi.application"
 
 TEMPLATES = [
     {

@@ -10,7 +10,8 @@ class SandboxesConfig(AppConfig):
         from requests.exceptions import ConnectionError as EngineUnreachable
 
         from cocoon.registry import registry
-        from sandboxes import setup  # noqa: F401 - registers the checklist items
+        from cocoon.system import register_info
+        from sandboxes import setup
         from sandboxes.drivers.base import DriverError
 
         registry.translate(
@@ -18,3 +19,4 @@ class SandboxesConfig(AppConfig):
             EngineUnreachable,
             into=lambda error: DriverError(str(getattr(error, "explanation", None) or error)),
         )
+        register_info(setup.engine_info)

@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import config
 from cocoon.setup import register_check
 from sandboxes.choices import Capability
-from sandboxes.drivers import get_driver
+from sandboxes.drivers import detect_driver_kind, get_driver
 from sandboxes.drivers.base import DriverError
 
 logger = logging.getLogger(__name__)
@@ -71,6 +71,16 @@ def _toolbox() -> tuple[bool, Any]:
     if not status["current"]:
         return False, _("Installed for another package list: run toolbox.install.")
     return True, ", ".join(f"{name} {version}" for name, version in status["versions"].items())
+
+
+def engine_info() -> dict[str, Any]:
+    """system.info's part about the engine."""
+    try:
+        driver = get_driver()
+        capabilities, runtimes = driver.capabilities(), driver.runtimes()
+    except DriverError:
+        capabilities, runtimes = [], []
+    return {"driverKind": detect_driver_kind(), "capabilities": capabilities, "runtimes": runtimes}
 
 
 def ensure_on_start() -> None:

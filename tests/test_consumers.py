@@ -7,9 +7,9 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from cocoon import events
-from cocoon.asgi import application
 from cocoon.choices import TokenScope
 from cocoon.tokens import create_token
+from server.asgi import application
 
 
 def event(event_type: str, sandbox_id: str | None = None, agent_id: str | None = None) -> events.Event:

@@ -10,9 +10,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from cocoon import tokens
-from cocoon.asgi import application
 from cocoon.choices import TokenScope
 from cocoon.models import Secret
+from server.asgi import application
 from ui.diff import parse_patch
 
 # Pages ask the engine (the setup checklist makes the instance's networks and volume): docker_client
@@ -264,6 +264,7 @@ def test_profiles_are_created_and_edited_through_the_profile_methods():
         "secrets": "OPENAI_API_KEY, OTHER",
         "hooks": "on",
         "blockedPatterns": "Allow\\?\r\n",
+        "resumeCommand": "aider\r\n--restore-chat-history\r\n",
     }
     assert client.post("/settings/profiles", form).status_code == 302
     assert profile_named("aider") == {
@@ -276,10 +277,12 @@ def test_profiles_are_created_and_edited_through_the_profile_methods():
         "workingPattern": "",
         "blockedPatterns": ["Allow\\?"],
         "defaultModel": "",
+        "resumeCommand": ["aider", "--restore-chat-history"],
         "builtin": False,
     }
     page = client.get("/settings/profiles?edit=aider").content.decode()
     assert "aider\n--yes\n</textarea>" in page
+    assert "aider\n--restore-chat-history\n</textarea>" in page
     client.post("/settings/profiles", dict(form, command="aider"))
     assert profile_named("aider")["command"] == ["aider"]
     assert "aider" in client.get("/agents/").content.decode()  # offered by the spawn form

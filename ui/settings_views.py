@@ -235,6 +235,7 @@ def _profile_from(form: Any) -> dict[str, Any]:
         "workingPattern": form.get("workingPattern", ""),
         "blockedPatterns": _lines(form.get("blockedPatterns", "")),
         "defaultModel": form.get("defaultModel", "").strip(),
+        "resumeCommand": _lines(form.get("resumeCommand", "")),
     }
     return {key: value for key, value in fields.items() if value != "" or key == "workingPattern"}
 

@@ -8,9 +8,9 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from cocoon import activity, events
-from cocoon.asgi import application
 from cocoon.choices import TokenScope
 from cocoon.tokens import create_token
+from server.asgi import application
 from tests.test_mcp import run as run_mcp
 
 # Event types an agent token's methods cannot read (settings.get, egress.denied, image.status and

@@ -15,10 +15,10 @@ from channels.testing import WebsocketCommunicator
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from cocoon.asgi import application
 from cocoon.choices import TokenScope
 from cocoon.models import ApiToken
 from cocoon.tokens import create_token
+from server.asgi import application
 from tests.conftest import ROOT, server_env
 
 CLOSE_UNAUTHORIZED = 4401

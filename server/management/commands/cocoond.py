@@ -64,7 +64,7 @@ class Command(BaseCommand):
 
         start_up()
 
-        from cocoon.asgi import application  # after setup: importing it builds the app
+        from server.asgi import application  # after setup: importing it builds the app
 
         self.stdout.write(
             f"cocoond listening on http://{host}:{port} (data: {settings.DATA_DIR}; "

@@ -119,10 +119,12 @@ class DockerTty(TtySession):
         self.exec_id = exec_id
         self.sock = sock
         self.raw: socket.socket = sock._sock
+        # What the shell printed first may have come in with the response headers (see _stream_reader).
+        self.reader = _stream_reader(sock)
 
     def read(self, size: int = 65536) -> bytes:
         try:
-            return self.raw.recv(size)
+            return self.reader.read1(size)
         except OSError:
             return b""
 

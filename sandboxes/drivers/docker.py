@@ -7,6 +7,7 @@ import json
 import math
 import os
 import socket
+import struct
 import tarfile
 import tempfile
 import time
@@ -19,7 +20,6 @@ import docker
 from django.conf import settings
 from docker.errors import APIError, NotFound
 from docker.errors import ImageNotFound as DockerImageNotFound
-from docker.utils.socket import frames_iter
 
 from sandboxes.choices import Capability, NetworkMode, SandboxState
 from sandboxes.drivers.base import (
@@ -52,6 +52,9 @@ TMPFS_OPTIONS = "rw,nosuid,nodev,size=512m"
 SUBNET_PREFIX = 28
 # How long past the in-sandbox `timeout` the driver waits before giving up on the output stream.
 EXEC_GRACE_S = 5
+# Docker's multiplexed stream: each frame is a header (stream, 3 zero bytes, big-endian size), then data.
+FRAME_HEADER = struct.Struct(">BxxxL")
+READ_CHUNK = 65536
 
 
 def _errors(error: Exception) -> DriverError:
@@ -85,16 +88,43 @@ def _host_routes() -> list[ipaddress.IPv4Network]:
     return routes
 
 
+def _stream_reader(sock: Any) -> io.BufferedReader:
+    """The buffered reader that parsed the headers of an upgraded (attach, exec start) response.
+
+    The engine may send the stream's first bytes right behind its `101 UPGRADED` headers; http.client
+    reads the headers through this reader, which then holds those bytes in its buffer, where a read on
+    the socket (`exec_start(socket=True)`, docker-py's own `frames_iter`) never sees them: a short
+    command's whole output was lost that way (docker/docker-py#3332). The SDK keeps the response on the
+    socket it returns and finds the socket under this same reader (`response.raw._fp.fp.raw`).
+    """
+    return sock._response.raw._fp.fp
+
+
+def _frames(reader: io.BufferedReader) -> Iterator[tuple[int, bytes]]:
+    """(stream, data) pieces of a multiplexed (non-TTY) stream, up to the end of the stream."""
+    while len(header := reader.read(FRAME_HEADER.size)) == FRAME_HEADER.size:
+        stream, remaining = FRAME_HEADER.unpack(header)
+        while remaining:
+            # read1: what is buffered, else one read on the socket; never waits for more than it has.
+            data = reader.read1(min(remaining, READ_CHUNK))
+            if not data:
+                return
+            remaining -= len(data)
+            yield stream, data
+
+
 class DockerTty(TtySession):
     def __init__(self, api: Any, exec_id: str, sock: Any) -> None:
         self.api = api
         self.exec_id = exec_id
         self.sock = sock
         self.raw: socket.socket = sock._sock
+        # What the shell printed first may have come in with the response headers (see _stream_reader).
+        self.reader = _stream_reader(sock)
 
     def read(self, size: int = 65536) -> bytes:
         try:
-            return self.raw.recv(size)
+            return self.reader.read1(size)
         except OSError:
             return b""
 
@@ -444,7 +474,7 @@ class DockerDriver(SandboxDriver):
             if stdin is not None:
                 raw.sendall(stdin)
                 raw.shutdown(socket.SHUT_WR)
-            for stream, data in frames_iter(sock, tty=False):
+            for stream, data in _frames(_stream_reader(sock)):
                 buffer = output.get(stream)
                 if buffer is None:
                     continue

@@ -151,9 +151,7 @@ def _checked(result: ExecResult, path: str) -> ExecResult:
     if result.exit_code in EXIT_ERRORS:
         code, message = EXIT_ERRORS[result.exit_code]
         raise RpcError(code, message, path=path)
-    if result.exit_code != 0:
-        raise DriverError(result.stderr.decode(errors="replace").strip()[-500:] or f"exit {result.exit_code}")
-    return result
+    return result.checked()
 
 
 def _changed(sandbox: Any, key: str, actor: Actor, **params: Any) -> None:
@@ -250,9 +248,7 @@ def diff(sandbox_id: str, paths: list[str] | None = None) -> dict[str, Any]:
     """The workspace against cocoon-baseline as one git patch (untracked, binary, renames, modes)."""
     _running_sandbox(sandbox_id)
     relative = [posixpath.relpath(normalize(path), WORKSPACE) for path in paths or []]
-    result = _run(sandbox_id, "diff", *relative)
-    if result.exit_code != 0:
-        raise DriverError(result.stderr.decode(errors="replace").strip()[-500:])
+    result = _run(sandbox_id, "diff", *relative).checked()
     if result.truncated:
         raise RpcError(ErrorCode.CONFLICT, _("The patch is too large; download the archive instead."))
     numstat, name_status, patch = result.stdout.split(SPLIT, 2)
@@ -344,9 +340,7 @@ def _git(
 
 def git_status(sandbox_id: str) -> dict[str, Any]:
     _running_sandbox(sandbox_id)
-    result = _git(sandbox_id, "status", "--porcelain=v1", "-z", "--branch")
-    if result.exit_code != 0:
-        raise DriverError(result.stderr.decode(errors="replace").strip()[-500:])
+    result = _git(sandbox_id, "status", "--porcelain=v1", "-z", "--branch").checked()
     records = result.stdout.decode(errors="replace").split("\0")
     header = records[0][3:] if records and records[0].startswith("## ") else ""
     branch = header.split("...")[0].split(" ")[0]
@@ -383,9 +377,7 @@ def git_commit(
             raise RpcError(ErrorCode.INVALID_PARAMS, _('The author must look like "Name <email>".'))
         env = {"GIT_AUTHOR_NAME": match["name"], "GIT_AUTHOR_EMAIL": match["email"]}
     relative = [posixpath.relpath(normalize(path), WORKSPACE) for path in paths or []]
-    added = _git(sandbox_id, "add", "-A", "--", *relative)
-    if added.exit_code != 0:
-        raise DriverError(added.stderr.decode(errors="replace").strip()[-500:])
+    _git(sandbox_id, "add", "-A", "--", *relative).checked()
     committed = _git(sandbox_id, "commit", "--quiet", "--file=-", stdin=message.encode(), env=env)
     if committed.exit_code != 0:
         output = (committed.stdout + committed.stderr).decode(errors="replace")

@@ -407,16 +407,12 @@ class BwrapDriver(SandboxDriver):
 
     def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
         # Extracted inside the sandbox: a symlink in the workspace can never point the host anywhere.
-        result = self.exec(sandbox_id, ["tar", "-x", "-f", "-", "-C", path], stdin=data, timeout=300)
-        if result.exit_code != 0:
-            raise DriverError(result.stderr.decode(errors="replace")[:500])
+        self.exec(sandbox_id, ["tar", "-x", "-f", "-", "-C", path], stdin=data, timeout=300).checked()
 
     def get_archive(self, sandbox_id: str, path: str) -> Iterator[bytes]:
         parent, name = os.path.split(path.rstrip("/")) if path.rstrip("/") else ("/", ".")
         result = self.exec(sandbox_id, ["tar", "-c", "-f", "-", "-C", parent or "/", name], timeout=300)
-        if result.exit_code != 0:
-            raise DriverError(result.stderr.decode(errors="replace")[:500])
-        return iter([result.stdout])
+        return iter([result.checked().stdout])
 
 
 # Top-level host folders a sandbox gets its own (empty or private) version of instead.

@@ -7,7 +7,7 @@ from django.http import StreamingHttpResponse
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from sandboxes import workspace
+from sandboxes import files
 
 _END = object()
 
@@ -22,7 +22,7 @@ async def _stream(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
 class ArchiveView(APIView):
     def get(self, request: Request, sandbox_id: str) -> StreamingHttpResponse:
         path = request.query_params.get("path", "/workspace")
-        chunks = workspace.archive(sandbox_id, path)
+        chunks = files.archive(sandbox_id, path)
         name = path.rstrip("/").rsplit("/", 1)[-1] or "workspace"
         response = StreamingHttpResponse(_stream(iter(chunks)), content_type="application/x-tar")
         response["Content-Disposition"] = f'attachment; filename="{sandbox_id}-{name}.tar"'

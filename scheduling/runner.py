@@ -22,8 +22,8 @@ from agents.models import Agent
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR
 from cocoon.errors import ErrorCode, RpcError, ServiceError
+from sandboxes import files, git
 from sandboxes import services as sandboxes
-from sandboxes import workspace
 from sandboxes.choices import SandboxState
 from sandboxes.models import Sandbox
 from scheduling import services
@@ -256,7 +256,7 @@ class Run:
         task = self.task
         path = services.report_path(task.id)
         try:
-            content = workspace.read_file(task.sandbox_id, path)["content"]
+            content = files.read_file(task.sandbox_id, path)["content"]
         except RpcError as error:
             if error.code == ErrorCode.NOT_FOUND:
                 raise StepFailed(services.reason("no_report", path=path)) from None
@@ -270,7 +270,7 @@ class Run:
             raise StepFailed(services.reason("report_invalid", path=path, problem="; ".join(problems)[:500]))
         task.report = report
         try:
-            task.diff = workspace.diff(task.sandbox_id)
+            task.diff = git.diff(task.sandbox_id)
         except RpcError as error:
             if error.code != ErrorCode.CONFLICT:  # too large to keep: the sandbox still has it
                 raise

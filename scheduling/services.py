@@ -432,7 +432,7 @@ def approve_task(
     pull_request: dict[str, Any] | None = None,
 ) -> Task:
     """Accept a task in review: optionally commit + push its changes and open a pull request, then done."""
-    from sandboxes import workspace
+    from sandboxes import git
 
     task = _reviewable(task_id)
     if push or pull_request:
@@ -441,13 +441,13 @@ def approve_task(
         remote = (push or {}).get("remote", "origin")
         message = (push or {}).get("message") or task.title
         try:
-            workspace.git_commit(sandbox.id, message, None, None, actor=actor)
+            git.git_commit(sandbox.id, message, None, None, actor=actor)
         except RpcError as error:
             if error.code != ErrorCode.CONFLICT:  # nothing to commit: push what is there
                 raise
-        workspace.git_push(sandbox.id, branch, remote, actor=actor)
+        git.git_push(sandbox.id, branch, remote, actor=actor)
         if pull_request:
-            created = workspace.create_pull_request(
+            created = git.create_pull_request(
                 sandbox.id,
                 pull_request.get("title") or task.title,
                 pull_request.get("body") or str((task.report or {}).get("summary", "")),

@@ -2,6 +2,7 @@
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@(.*)$")
 
@@ -85,3 +86,14 @@ def parse_patch(patch: str) -> list[FileDiff]:
             old += 1
             new += 1
     return files
+
+
+def diff_context(diff: dict[str, Any], view: str | None) -> dict[str, Any]:
+    """What ui/_diff_files.html shows of a sandbox.diff result: the file list, each file's rows next to
+    its summary, and the view asked for (?view=split, else unified)."""
+    files_by_path = {entry["path"]: entry for entry in diff["files"]}
+    return {
+        "files": diff["files"],
+        "diffs": [(files_by_path.get(file.path, {}), file) for file in parse_patch(diff["patch"])],
+        "view": "split" if view == "split" else "unified",
+    }

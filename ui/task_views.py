@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from cocoon.errors import RpcError
 from sandboxes.choices import NetworkMode
 from scheduling.choices import OPEN_STATUSES, Overlap, StepStatus, TaskStatus
-from ui.diff import parse_patch
+from ui.diff import diff_context
 from ui.web import call, done, form_number, method_of, page, profiles, show
 
 TASK_ACTIONS = {"cancel": "task.cancel", "approve": "task.approve", "reject": "task.reject"}
@@ -105,15 +105,12 @@ def _steps_done(task: dict[str, Any]) -> int:
 def task(request: HttpRequest, task_id: str) -> HttpResponse:
     current = call(request, "task.get", taskId=task_id)
     diff = current["diff"] or {"files": [], "patch": ""}
-    files_by_path = {entry["path"]: entry for entry in diff["files"]}
     context = {
         "task": current,
         "open": current["status"] in OPEN_STATUSES,
         "in_review": current["status"] == TaskStatus.REVIEW,
-        "files": diff["files"],
-        "diffs": [(files_by_path.get(file.path, {}), file) for file in parse_patch(diff["patch"])],
+        **diff_context(diff, request.GET.get("view")),
         "report_details": json.dumps((current["report"] or {}).get("details"), indent=2, ensure_ascii=False),
-        "view": "split" if request.GET.get("view") == "split" else "unified",
         "sandbox_exists": bool(current["sandboxId"])
         and any(sb["id"] == current["sandboxId"] for sb in call(request, "sandbox.list")),
     }

@@ -23,7 +23,7 @@ from cocoon.errors import RpcError
 from cocoon.setup import CHECKS
 from cocoon.throttle import guarded, refuse_if_locked_out
 from sandboxes.choices import Capability, NetworkMode
-from ui.diff import parse_patch
+from ui.diff import diff_context
 from ui.web import back, call, done, form_number, method_of, page, profiles, show, ui_language
 
 # -- login ---------------------------------------------------------------------------------------------
@@ -214,14 +214,10 @@ def files_write(request: HttpRequest, sandbox_id: str) -> HttpResponse:
 @page()
 def diff(request: HttpRequest, sandbox_id: str) -> HttpResponse:
     result = call(request, "sandbox.diff", sandboxId=sandbox_id)
-    files_by_path = {entry["path"]: entry for entry in result["files"]}
-    view = "split" if request.GET.get("view") == "split" else "unified"
     context = {
         "sandbox": call(request, "sandbox.get", sandboxId=sandbox_id),
-        "files": result["files"],
-        "diffs": [(files_by_path.get(file.path, {}), file) for file in parse_patch(result["patch"])],
         "patch": result["patch"],
-        "view": view,
+        **diff_context(result, request.GET.get("view")),
     }
     return show(request, "ui/diff.html", context)
 

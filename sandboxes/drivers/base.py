@@ -79,6 +79,12 @@ class ExecResult:
     timed_out: bool = False
     truncated: bool = False
 
+    def checked(self) -> "ExecResult":
+        """This result, or a DriverError with the end of its stderr when the command failed."""
+        if self.exit_code != 0:
+            raise DriverError(self.stderr.decode(errors="replace").strip()[-500:] or f"exit {self.exit_code}")
+        return self
+
 
 class TtySession(abc.ABC):
     """An interactive terminal into a sandbox: bytes both ways, resizable."""

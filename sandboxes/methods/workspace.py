@@ -4,7 +4,7 @@ from typing import Any
 
 from cocoon.registry import Call, registry
 from cocoon.schema import BOOLEAN, EMPTY, INTEGER, STRING, array, enum, nullable, obj, string
-from sandboxes import workspace
+from sandboxes import files, git
 from sandboxes.methods.lifecycle import SANDBOX_ID
 
 PATH = string(minLength=1, maxLength=4096)
@@ -38,9 +38,7 @@ def _params(properties: dict[str, Any], *required: str) -> dict[str, Any]:
 )
 def files_list(call: Call) -> dict[str, Any]:
     params = call.params
-    return {
-        "entries": workspace.list_files(params["sandboxId"], params["path"], params.get("recursive", False))
-    }
+    return {"entries": files.list_files(params["sandboxId"], params["path"], params.get("recursive", False))}
 
 
 @registry.method(
@@ -51,7 +49,7 @@ def files_list(call: Call) -> dict[str, Any]:
     agent_side=True,
 )
 def files_read(call: Call) -> dict[str, Any]:
-    return workspace.read_file(call.params["sandboxId"], call.params["path"], call.params.get("encoding"))
+    return files.read_file(call.params["sandboxId"], call.params["path"], call.params.get("encoding"))
 
 
 @registry.method(
@@ -65,7 +63,7 @@ def files_read(call: Call) -> dict[str, Any]:
 )
 def files_write(call: Call) -> dict[str, Any]:
     params = call.params
-    workspace.write_file(
+    files.write_file(
         params["sandboxId"],
         params["path"],
         params["content"],
@@ -83,7 +81,7 @@ def files_write(call: Call) -> dict[str, Any]:
     agent_side=True,
 )
 def files_mkdir(call: Call) -> dict[str, Any]:
-    workspace.make_directory(call.params["sandboxId"], call.params["path"], actor=call.actor)
+    files.make_directory(call.params["sandboxId"], call.params["path"], actor=call.actor)
     return {}
 
 
@@ -96,9 +94,7 @@ def files_mkdir(call: Call) -> dict[str, Any]:
 )
 def files_delete(call: Call) -> dict[str, Any]:
     params = call.params
-    workspace.delete_path(
-        params["sandboxId"], params["path"], params.get("recursive", False), actor=call.actor
-    )
+    files.delete_path(params["sandboxId"], params["path"], params.get("recursive", False), actor=call.actor)
     return {}
 
 
@@ -126,7 +122,7 @@ def files_delete(call: Call) -> dict[str, Any]:
     agent_side=True,
 )
 def sandbox_diff(call: Call) -> dict[str, Any]:
-    return workspace.diff(call.params["sandboxId"], call.params.get("paths"))
+    return git.diff(call.params["sandboxId"], call.params.get("paths"))
 
 
 @registry.method(
@@ -143,7 +139,7 @@ def sandbox_diff(call: Call) -> dict[str, Any]:
 )
 def sandbox_apply_patch(call: Call) -> dict[str, Any]:
     params = call.params
-    return workspace.apply_patch(
+    return git.apply_patch(
         params["sandboxId"],
         params["patch"],
         check=params.get("check", False),
@@ -167,7 +163,7 @@ def sandbox_apply_patch(call: Call) -> dict[str, Any]:
     agent_side=True,
 )
 def git_status(call: Call) -> dict[str, Any]:
-    return workspace.git_status(call.params["sandboxId"])
+    return git.git_status(call.params["sandboxId"])
 
 
 @registry.method(
@@ -186,7 +182,7 @@ def git_status(call: Call) -> dict[str, Any]:
 )
 def git_commit(call: Call) -> dict[str, Any]:
     params = call.params
-    return workspace.git_commit(
+    return git.git_commit(
         params["sandboxId"], params["message"], params.get("paths"), params.get("author"), actor=call.actor
     )
 
@@ -204,7 +200,7 @@ def git_commit(call: Call) -> dict[str, Any]:
 )
 def git_push(call: Call) -> dict[str, Any]:
     params = call.params
-    return workspace.git_push(
+    return git.git_push(
         params["sandboxId"], params["branch"], params.get("remote", "origin"), actor=call.actor
     )
 
@@ -229,7 +225,7 @@ def git_push(call: Call) -> dict[str, Any]:
 )
 def git_create_pr(call: Call) -> dict[str, Any]:
     params = call.params
-    return workspace.create_pull_request(
+    return git.create_pull_request(
         params["sandboxId"],
         params["title"],
         params.get("body", ""),

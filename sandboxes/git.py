@@ -1,0 +1,188 @@
+"""git in a sandbox's workspace: the patch against cocoon-baseline, applying one, status, commit, push
+(through sandboxes.gitpush) and the pull request (through sandboxes.github)."""
+
+import re
+from typing import Any
+
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import activity
+from cocoon.actors import Actor
+from cocoon.choices import Visibility
+from cocoon.errors import ErrorCode, RpcError
+from sandboxes import diffs, github, gitpush
+from sandboxes.drivers import get_driver
+from sandboxes.drivers.base import DriverError, ExecResult
+from sandboxes.services import GIT_ENV
+from sandboxes.workspace import record_change, relative, run_script, running_sandbox
+
+BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[\w./-]{1,255}$")
+REMOTE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+AUTHOR = re.compile(r"^(?P<name>[^<>]+?)\s*<(?P<email>[^<>\s]+)>$")
+
+activity.register_messages(
+    {
+        "patch.applied": _("A patch was applied in sandbox %(name)s."),
+        "git.committed": _("Commit %(commit)s in sandbox %(name)s."),
+        "git.pushed": _("Branch %(branch)s was pushed from sandbox %(name)s."),
+        "git.pr_created": _("Pull request #%(number)s was opened from sandbox %(name)s."),
+    },
+    visibility=Visibility.AGENT,
+)
+
+# The patch is taken with a throw-away index, so the user's own index is left as it was.
+DIFF = """
+set -e
+scratch=$(mktemp -d); trap 'rm -rf "$scratch"' EXIT
+export GIT_INDEX_FILE="$scratch/index"
+git add -A -- "$@"
+git diff --cached -M --numstat -z cocoon-baseline -- "$@"
+printf '\\0\\0cocoon-split\\0\\0'
+git diff --cached -M --name-status -z cocoon-baseline -- "$@"
+printf '\\0\\0cocoon-split\\0\\0'
+git diff --cached -M --binary --full-index cocoon-baseline -- "$@"
+"""
+APPLY = """
+patch=$(mktemp); trap 'rm -f "$patch"' EXIT
+cat > "$patch"
+git apply "$@" "$patch"
+"""
+
+
+# -- patches -------------------------------------------------------------------------------------------
+
+
+def diff(sandbox_id: str, paths: list[str] | None = None) -> dict[str, Any]:
+    """The workspace against cocoon-baseline as one git patch (untracked, binary, renames, modes)."""
+    running_sandbox(sandbox_id)
+    result = run_script(sandbox_id, "diff", DIFF, *relative(paths)).checked()
+    if result.truncated:
+        raise RpcError(ErrorCode.CONFLICT, _("The patch is too large; download the archive instead."))
+    return diffs.parse_diff(result.stdout)
+
+
+def apply_patch(sandbox_id: str, patch: str, *, check: bool, three_way: bool, actor: Actor) -> dict[str, Any]:
+    sandbox = running_sandbox(sandbox_id)
+    flags = ["--check"] if check else []
+    if three_way:
+        flags.append("--3way")
+    result = run_script(
+        sandbox_id, "apply", APPLY, *flags, stdin=patch.encode("utf-8", errors="surrogateescape")
+    )
+    errors = result.stderr.decode(errors="replace")
+    if diffs.unreadable(errors):
+        raise RpcError(ErrorCode.INVALID_PARAMS, _("This is not a patch git can read."))
+    conflicts = diffs.conflicts(errors)
+    applied = not check and (result.exit_code == 0 or (three_way and diffs.left_conflict_markers(errors)))
+    if applied:
+        record_change(sandbox, "patch.applied", actor)
+    return {"applied": applied, "conflicts": conflicts, "valid": result.exit_code == 0}
+
+
+# -- git -----------------------------------------------------------------------------------------------
+
+
+def _git(
+    sandbox_id: str,
+    *args: str,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> ExecResult:
+    return get_driver().exec(
+        sandbox_id, ["git", *args], stdin=stdin, env=GIT_ENV | (env or {}), timeout=timeout
+    )
+
+
+def git_status(sandbox_id: str) -> dict[str, Any]:
+    running_sandbox(sandbox_id)
+    result = _git(sandbox_id, "status", "--porcelain=v1", "-z", "--branch").checked()
+    records = result.stdout.decode(errors="replace").split("\0")
+    header = records[0][3:] if records and records[0].startswith("## ") else ""
+    branch = header.split("...")[0].split(" ")[0]
+    files, index = [], 1
+    while index < len(records) and records[index]:
+        record = records[index]
+        entry = {"path": record[3:], "index": record[0], "worktree": record[1]}
+        if record[0] in "RC":
+            entry["oldPath"] = records[index + 1]
+            index += 1
+        files.append(entry)
+        index += 1
+    ahead = re.search(r"ahead (\d+)", header)
+    behind = re.search(r"behind (\d+)", header)
+    return {
+        "branch": branch,
+        "ahead": int(ahead[1]) if ahead else 0,
+        "behind": int(behind[1]) if behind else 0,
+        "files": files,
+    }
+
+
+def git_commit(
+    sandbox_id: str, message: str, paths: list[str] | None, author: str | None, *, actor: Actor
+) -> dict[str, Any]:
+    sandbox = running_sandbox(sandbox_id)
+    env = {}
+    if author:
+        match = AUTHOR.match(author)
+        if not match:
+            raise RpcError(ErrorCode.INVALID_PARAMS, _('The author must look like "Name <email>".'))
+        env = {"GIT_AUTHOR_NAME": match["name"], "GIT_AUTHOR_EMAIL": match["email"]}
+    _git(sandbox_id, "add", "-A", "--", *relative(paths)).checked()
+    committed = _git(sandbox_id, "commit", "--quiet", "--file=-", stdin=message.encode(), env=env)
+    if committed.exit_code != 0:
+        output = (committed.stdout + committed.stderr).decode(errors="replace")
+        if "nothing to commit" in output or "no changes added" in output:
+            raise RpcError(ErrorCode.CONFLICT, _("There is nothing to commit."))
+        raise DriverError(output.strip()[-500:])
+    commit = _git(sandbox_id, "rev-parse", "HEAD").stdout.decode().strip()
+    record_change(sandbox, "git.committed", actor, commit=commit[:12])
+    return {"commit": commit}
+
+
+def _remote_url(sandbox_id: str, remote: str, *, push: bool = False) -> str:
+    result = _git(sandbox_id, "remote", "get-url", *(["--push"] if push else []), "--", remote)
+    if result.exit_code != 0:
+        raise RpcError(ErrorCode.NOT_FOUND, _("The remote %(remote)s does not exist."), remote=remote)
+    return result.stdout.decode(errors="replace").strip()
+
+
+def _github_repository(sandbox_id: str, remote: str, *, push: bool = False) -> tuple[str, str, str]:
+    """The remote's URL, owner and name. The sandbox configured it, so anything but a repository on
+    the configured GitHub host (file paths, ssh, ext::, other hosts, dot segments) is refused."""
+    url = _remote_url(sandbox_id, remote, push=push)
+    found = github.repository(url)
+    if found is None:
+        raise RpcError(
+            ErrorCode.FORBIDDEN,
+            _(
+                "The remote %(remote)s is not a repository on %(host)s: "
+                "cocoon pushes and opens pull requests only there."
+            ),
+            remote=remote,
+            host=github.base_url(),
+        )
+    return url, *found
+
+
+def git_push(sandbox_id: str, branch: str, remote: str = "origin", *, actor: Actor) -> dict[str, Any]:
+    sandbox = running_sandbox(sandbox_id)
+    if not BRANCH.match(branch):
+        raise RpcError(ErrorCode.INVALID_PARAMS, _("%(branch)s is not a valid branch name."), branch=branch)
+    if not REMOTE.match(remote):
+        raise RpcError(ErrorCode.INVALID_PARAMS, _("%(remote)s is not a valid remote name."), remote=remote)
+    url = _github_repository(sandbox_id, remote, push=True)[0]
+    gitpush.push(sandbox_id, url, github.base_url(), branch)
+    record_change(sandbox, "git.pushed", actor, branch=branch)
+    return {"remote": remote, "branch": branch}
+
+
+def create_pull_request(
+    sandbox_id: str, title: str, body: str, base: str, head: str, remote: str = "origin", *, actor: Actor
+) -> dict[str, Any]:
+    sandbox = running_sandbox(sandbox_id)
+    _url, owner, name = _github_repository(sandbox_id, remote)
+    pull = github.create_pull_request(owner, name, title, body, base, head)
+    record_change(sandbox, "git.pr_created", actor, number=pull["number"])
+    return {"number": pull["number"], "url": pull.get("html_url", "")}

@@ -27,7 +27,6 @@ from egress import services as egress
 from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError
-from sandboxes.models import Sandbox
 from sandboxes.services import get_sandbox, require_running
 
 logger = logging.getLogger(__name__)
@@ -96,13 +95,6 @@ def serialize(agent: Agent) -> dict[str, Any]:
         "createdAt": agent.created_at.isoformat(),
         "lastActivityAt": agent.last_activity_at.isoformat(),
     }
-
-
-def _exec(sandbox: Sandbox, command: list[str], stdin: bytes | None = None) -> str:
-    result = get_driver().exec(sandbox.id, command, stdin=stdin, timeout=30)
-    if result.exit_code != 0:
-        raise DriverError(result.stderr.decode(errors="replace").strip()[-500:] or f"exit {result.exit_code}")
-    return result.stdout.decode(errors="replace")
 
 
 def spawn_agent(

@@ -5,7 +5,6 @@ and the poll script. Everything these print is the sandbox's, so hostile: the ho
 import shlex
 
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import DriverError
 
 TMUX = ["tmux", "-L", "cocoon"]
 KEYS = {
@@ -64,10 +63,12 @@ SESSIONS = "date +%s; tmux -L cocoon list-sessions -F '#{session_name} #{session
 
 def run(sandbox_id: str, command: list[str], stdin: bytes | None = None) -> str:
     """command's output; a driver error with its stderr when it fails."""
-    result = get_driver().exec(sandbox_id, command, stdin=stdin, timeout=30)
-    if result.exit_code != 0:
-        raise DriverError(result.stderr.decode(errors="replace").strip()[-500:] or f"exit {result.exit_code}")
-    return result.stdout.decode(errors="replace")
+    return (
+        get_driver()
+        .exec(sandbox_id, command, stdin=stdin, timeout=30)
+        .checked()
+        .stdout.decode(errors="replace")
+    )
 
 
 def start_session(

@@ -29,6 +29,7 @@ from sandboxes.models import Sandbox
 from scheduling import services
 from scheduling.choices import StepStatus, TaskStatus
 from scheduling.models import Task
+from scheduling.reasons import closing_reason, closing_reason_from_error
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +139,7 @@ class Run:
     def _drive(self) -> str | None:
         try:
             if self.task.attempts > services.MAX_ATTEMPTS:
-                raise StepFailed(services.reason("runner_lost", attempts=self.task.attempts - 1))
+                raise StepFailed(closing_reason("runner_lost", attempts=self.task.attempts - 1))
             self.prepare_sandbox()
             for index in range(self.task.current_step, len(self.task.workflow)):
                 self.task.current_step = index
@@ -150,12 +151,12 @@ class Run:
         except StepFailed as failure:
             return self._fail(failure.why)
         except RpcError as error:
-            return self._fail(services.error_reason(error))
+            return self._fail(closing_reason_from_error(error))
         except ServiceError as error:
-            return self._fail(services.error_reason(error.as_rpc_error()))
+            return self._fail(closing_reason_from_error(error.as_rpc_error()))
         except Exception:
             logger.exception("task %s stopped with an internal error", self.task.id)
-            return self._fail(services.error_reason(RpcError(ErrorCode.INTERNAL_ERROR)))
+            return self._fail(closing_reason_from_error(RpcError(ErrorCode.INTERNAL_ERROR)))
 
     def prepare_sandbox(self) -> None:
         task = self.task
@@ -172,7 +173,7 @@ class Run:
     def _require_sandbox(self) -> None:
         sandbox = Sandbox.objects.filter(pk=self.task.sandbox_id).first()
         if sandbox is None or sandbox.state != SandboxState.RUNNING:
-            raise StepFailed(services.reason("sandbox_gone", sandbox=self.task.sandbox_id))
+            raise StepFailed(closing_reason("sandbox_gone", sandbox=self.task.sandbox_id))
 
     def run_step(self, index: int) -> None:
         task = self.task
@@ -204,7 +205,7 @@ class Run:
         agent = self.wait(index, agent.id, deadline)
         if agent.status == AgentStatus.EXITED and agent.exit_code != 0:
             code = "?" if agent.exit_code is None else agent.exit_code
-            raise StepFailed(services.reason("step_exit", step=index + 1, code=code))
+            raise StepFailed(closing_reason("step_exit", step=index + 1, code=code))
         if agent.status == AgentStatus.DONE:
             agents.kill_agent(agent.id, actor=SYSTEM_ACTOR)  # finished: its session is of no more use
         state |= {
@@ -225,7 +226,7 @@ class Run:
                 except RpcError:
                     logger.info("could not stop the agent %s of a timed-out step", agent_id)
                 timeout = self.task.workflow[index]["timeoutS"]
-                raise StepFailed(services.reason("step_timeout", step=index + 1, timeout=timeout))
+                raise StepFailed(closing_reason("step_timeout", step=index + 1, timeout=timeout))
             self._save()  # heartbeat; raises Abandoned after a cancel
             self._require_sandbox()
             blocked = state["status"] == StepStatus.BLOCKED
@@ -259,15 +260,15 @@ class Run:
             content = workspace.read_file(task.sandbox_id, path)["content"]
         except RpcError as error:
             if error.code == ErrorCode.NOT_FOUND:
-                raise StepFailed(services.reason("no_report", path=path)) from None
+                raise StepFailed(closing_reason("no_report", path=path)) from None
             raise
         try:
             report = json.loads(content)
         except json.JSONDecodeError as error:
-            raise StepFailed(services.reason("report_not_json", path=path, problem=str(error))) from None
+            raise StepFailed(closing_reason("report_not_json", path=path, problem=str(error))) from None
         problems = [error.message for error in REPORT_VALIDATOR.iter_errors(report)]
         if problems:
-            raise StepFailed(services.reason("report_invalid", path=path, problem="; ".join(problems)[:500]))
+            raise StepFailed(closing_reason("report_invalid", path=path, problem="; ".join(problems)[:500]))
         task.report = report
         try:
             task.diff = workspace.diff(task.sandbox_id)

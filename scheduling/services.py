@@ -5,7 +5,6 @@ start (a concurrency cap, a schedule's overlap: queue) and claims them, so a tas
 runner at a time however often its message is delivered.
 """
 
-import json
 import logging
 import re
 import secrets
@@ -15,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
-from django.utils import timezone, translation
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents import services as agents
@@ -25,12 +24,12 @@ from cocoon import activity, events
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, ServiceError, interpolate_lazy
-from cocoon.i18n import LANGUAGES
 from egress.providers import all_providers, check_profile_secrets
 from sandboxes import services as sandboxes
 from sandboxes.drivers.base import WORKSPACE
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap, StepStatus, TaskStatus
 from scheduling.models import Schedule, Task
+from scheduling.reasons import closing_reason, render_closing_reason
 
 logger = logging.getLogger(__name__)
 
@@ -62,45 +61,6 @@ activity.register_messages(
     visibility=Visibility.AGENT,
 )
 events.register_types("task.updated", visibility=Visibility.AGENT)
-
-# Why a task failed or was closed: stored as key + params, rendered in each reader's language.
-REASONS: dict[str, Any] = {
-    "step_exit": _("Step %(step)s: the agent exited with code %(code)s."),
-    "step_timeout": _("Step %(step)s did not finish within %(timeout)s s."),
-    "sandbox_gone": _("The task's sandbox %(sandbox)s is gone or not running."),
-    "no_report": _("The last step wrote no report to %(path)s."),
-    "report_not_json": _("The report %(path)s is not valid JSON: %(problem)s."),
-    "report_invalid": _("The report %(path)s does not match its schema: %(problem)s."),
-    "runner_lost": _("The run lost its worker %(attempts)s times and was given up."),
-    "cancelled": _("Cancelled by %(actor)s."),
-    "rejected": _("Rejected by %(actor)s."),
-    "error": _("The run stopped with an error: %(message)s"),
-}
-
-
-def reason(key: str, **params: Any) -> dict[str, Any]:
-    return {"key": key, "params": params}
-
-
-def error_reason(error: RpcError) -> dict[str, Any]:
-    """An error of another service as a reason, its message kept in every language cocoon speaks."""
-    messages = {}
-    for language in LANGUAGES:
-        with translation.override(language):
-            rendered = error.render()
-        details = json.dumps(rendered["details"], ensure_ascii=False)[:1000] if rendered["details"] else ""
-        messages[language] = f"{rendered['message']} {details}".strip()
-    return reason("error", code=str(error.code), messages=messages)
-
-
-def render_reason(value: dict[str, Any] | None, language: str) -> str | None:
-    if not value:
-        return None
-    params = value["params"]
-    if value["key"] == "error":
-        params = params | {"message": params["messages"].get(language) or params["messages"]["en"]}
-    with translation.override(language):
-        return str(REASONS[value["key"]]) % params
 
 
 def report_path(task_id: str) -> str:
@@ -200,7 +160,7 @@ def serialize(task: Task, language: str, *, patch: bool = True) -> dict[str, Any
         "title": task.title,
         "prompt": task.prompt,
         "status": task.status,
-        "reason": render_reason(task.reason, language),
+        "reason": render_closing_reason(task.reason, language),
         "reasonCode": task.reason["key"] if task.reason else None,
         "sandboxId": task.sandbox_id or None,
         "ownSandbox": task.own_sandbox,
@@ -464,7 +424,11 @@ def reject_task(task_id: str, *, actor: Actor) -> Task:
     """Close a task in review without taking its changes; its sandbox stays until retention or delete."""
     task = _reviewable(task_id)
     return close(
-        task, TaskStatus.CANCELLED, why=reason("rejected", actor=actor.name), key="task.rejected", actor=actor
+        task,
+        TaskStatus.CANCELLED,
+        why=closing_reason("rejected", actor=actor.name),
+        key="task.rejected",
+        actor=actor,
     )
 
 
@@ -484,7 +448,7 @@ def cancel_task(task_id: str, *, actor: Actor) -> Task:
     task = close(
         task,
         TaskStatus.CANCELLED,
-        why=reason("cancelled", actor=actor.name),
+        why=closing_reason("cancelled", actor=actor.name),
         key="task.cancelled",
         actor=actor,
     )

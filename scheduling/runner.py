@@ -26,7 +26,7 @@ from sandboxes import services as sandboxes
 from sandboxes import workspace
 from sandboxes.choices import SandboxState
 from sandboxes.models import Sandbox
-from scheduling import services
+from scheduling import services, workflow
 from scheduling.choices import StepStatus, TaskStatus
 from scheduling.models import Task
 from scheduling.reasons import closing_reason, closing_reason_from_error
@@ -186,10 +186,10 @@ class Run:
                 task.sandbox_id,
                 step["profile"],
                 actor=SYSTEM_ACTOR,
-                prompt=services.render_prompt(step["prompt"], task, index),
+                prompt=workflow.render_prompt(step["prompt"], task, index),
                 env={
                     "COCOON_TASK_ID": task.id,
-                    "COCOON_REPORT_FILE": services.report_path(task.id),
+                    "COCOON_REPORT_FILE": workflow.report_path(task.id),
                     "COCOON_STEP": str(index + 1),
                 },
                 providers=step.get("providers") or None,
@@ -255,7 +255,7 @@ class Run:
 
     def finish(self) -> str:
         task = self.task
-        path = services.report_path(task.id)
+        path = workflow.report_path(task.id)
         try:
             content = workspace.read_file(task.sandbox_id, path)["content"]
         except RpcError as error:

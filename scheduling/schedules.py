@@ -19,7 +19,7 @@ from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, field_error
 from sandboxes.models import Sandbox
-from scheduling import cron, services
+from scheduling import cron, services, workflow
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap
 from scheduling.models import Schedule, Task
 
@@ -116,7 +116,7 @@ def _apply(schedule: Schedule, params: dict[str, Any]) -> None:
     if "timezone" in params:
         cron.zone(schedule.timezone)
     if "template" in params:
-        schedule.template = services.check_template(schedule.template, "template")
+        schedule.template = workflow.check_template(schedule.template, "template")
 
 
 def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -> Schedule:
@@ -135,7 +135,7 @@ def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -
 def create_schedule(params: dict[str, Any], *, actor: Actor, now: datetime | None = None) -> Schedule:
     schedule = Schedule()
     _apply(schedule, params)
-    services.check_author(schedule.template, actor)
+    workflow.check_author(schedule.template, actor)
     schedule.next_run_at = _next_run(schedule, now or timezone.now())
     return _save(schedule, "schedule.created", actor, create=True)
 
@@ -147,7 +147,7 @@ def update_schedule(
     timing = (schedule.cron, schedule.timezone, schedule.enabled)
     _apply(schedule, params)
     if "template" in params:
-        services.check_author(schedule.template, actor)
+        workflow.check_author(schedule.template, actor)
     if (schedule.cron, schedule.timezone, schedule.enabled) != timing:
         schedule.next_run_at = _next_run(schedule, now or timezone.now())
     return _save(schedule, "schedule.updated", actor)

@@ -6,7 +6,6 @@ runner at a time however often its message is delivered.
 """
 
 import logging
-import re
 import secrets
 from datetime import timedelta
 from typing import Any
@@ -18,34 +17,20 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents import services as agents
-from agents.models import AgentProfile
-from agents.profiles import ensure_profiles
 from cocoon import activity, events
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError, ServiceError, interpolate_lazy
-from egress.providers import all_providers, check_profile_secrets
+from cocoon.errors import ErrorCode, RpcError, ServiceError
 from sandboxes import services as sandboxes
-from sandboxes.drivers.base import WORKSPACE
+from scheduling import workflow
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap, StepStatus, TaskStatus
 from scheduling.models import Schedule, Task
 from scheduling.reasons import closing_reason, render_closing_reason
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_PROFILE = "claude-code"
-DEFAULT_STEP_TIMEOUT_S = 3600
 STALE_AFTER_S = 60  # a running task whose runner has not beaten this long is taken over
 MAX_ATTEMPTS = 3  # runners a task may lose before it is given up
-PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
-# Written into the last step's prompt by {{reportInstructions}}; read by an agent, so not translated.
-REPORT_INSTRUCTIONS = (
-    "When you are finished, write a JSON report to the file {reportFile} (also in $COCOON_REPORT_FILE): "
-    '{{"ok": true or false, "summary": "what you did, in one or two sentences", '
-    '"autoClose": true only if nobody needs to look at the changes, "details": {{...optional}}}}.'
-)
-DEFAULT_STEP_PROMPT = "{{prompt}}\n\n{{reportInstructions}}"
-PLACEHOLDERS = {"prompt", "taskId", "reportFile", "workdir", "step", "reportInstructions"}
 
 activity.register_messages(
     {
@@ -61,91 +46,6 @@ activity.register_messages(
     visibility=Visibility.AGENT,
 )
 events.register_types("task.updated", visibility=Visibility.AGENT)
-
-
-def report_path(task_id: str) -> str:
-    return f"{WORKSPACE}/.cocoon/report/{task_id}.json"
-
-
-# -- validation ---------------------------------------------------------------------------------------
-
-
-def _field(path: str, code: str, message: Any) -> dict[str, Any]:
-    return {"path": path, "code": code, "message": message}
-
-
-def check_workflow(workflow: list[dict[str, Any]] | None, path: str = "workflow") -> list[dict[str, Any]]:
-    """The workflow with defaults filled in, or invalid_params naming every bad field.
-
-    Profiles and providers are looked up now, so a task never fails hours later on a typo.
-    """
-    ensure_profiles()
-    steps = workflow or [{"profile": DEFAULT_PROFILE}]
-    profiles = set(
-        AgentProfile.objects.filter(name__in={s["profile"] for s in steps}).values_list("name", flat=True)
-    )
-    providers = all_providers()
-    errors = []
-    normalized = []
-    for index, step in enumerate(steps):
-        if step["profile"] not in profiles:
-            message = interpolate_lazy(_("There is no agent profile %(name)s."), {"name": step["profile"]})
-            errors.append(_field(f"{path}.{index}.profile", "unknown_profile", message))
-        template = step.get("prompt", DEFAULT_STEP_PROMPT)
-        for name in sorted({match[1] for match in PLACEHOLDER.finditer(template)} - PLACEHOLDERS):
-            message = interpolate_lazy(
-                _("Unknown placeholder {{%(name)s}}; known are: %(known)s."),
-                {"name": name, "known": ", ".join(sorted(PLACEHOLDERS))},
-            )
-            errors.append(_field(f"{path}.{index}.prompt", "unknown_placeholder", message))
-        for position, provider in enumerate(step.get("providers", [])):
-            if provider not in providers:
-                message = interpolate_lazy(_("There is no provider %(name)s."), {"name": provider})
-                errors.append(_field(f"{path}.{index}.providers.{position}", "unknown_provider", message))
-        normalized.append(
-            step | {"prompt": template, "timeoutS": step.get("timeoutS", DEFAULT_STEP_TIMEOUT_S)}
-        )
-    if errors:
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": errors})
-    return normalized
-
-
-def check_template(params: dict[str, Any], path: str = "") -> dict[str, Any]:
-    """task.create params (a schedule's template too) with the workflow checked and filled in."""
-    prefix = f"{path}." if path else ""
-    if "sandboxId" in params and "sandbox" in params:
-        raise RpcError(
-            ErrorCode.INVALID_PARAMS,
-            details={
-                "fields": [
-                    _field(f"{prefix}sandbox", "conflict", _("Give either sandbox or sandboxId, not both."))
-                ]
-            },
-        )
-    if params.get("sandboxId"):
-        sandboxes.get_sandbox(params["sandboxId"])
-    return params | {"workflow": check_workflow(params.get("workflow"), f"{prefix}workflow")}
-
-
-def check_author(template: dict[str, Any], actor: Actor) -> None:
-    """A task's sandbox and agents are started by the runner as the server, but what they get is the
-    template author's choice: agent tokens get only the allowed network modes and no raw secrets."""
-    if not template.get("sandboxId"):
-        sandboxes.check_network_mode(template.get("sandbox", {}).get("network"), actor)
-    for step in template["workflow"]:
-        check_profile_secrets(AgentProfile.objects.get(pk=step["profile"]).secrets, actor)
-
-
-def render_prompt(template: str, task: Task, step: int) -> str:
-    values = {
-        "prompt": task.prompt,
-        "taskId": task.id,
-        "reportFile": report_path(task.id),
-        "workdir": WORKSPACE,
-        "step": str(step + 1),
-    }
-    values["reportInstructions"] = REPORT_INSTRUCTIONS.format(reportFile=values["reportFile"])
-    return PLACEHOLDER.sub(lambda match: values[match[1]], template)
 
 
 # -- tasks ----------------------------------------------------------------------------------------------
@@ -212,9 +112,9 @@ def create_task(
     start: bool = True,
 ) -> Task:
     """A queued task, handed to a runner once the transaction commits (unless start is False)."""
-    checked = check_template(params)
+    checked = workflow.check_template(params)
     if schedule is None:  # a schedule's runs were checked when its template was written
-        check_author(checked, actor)
+        workflow.check_author(checked, actor)
     prompt = checked["prompt"]
     task = Task(
         title=checked.get("title") or (prompt.strip().splitlines() or [""])[0][:200] or "task",

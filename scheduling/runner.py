@@ -28,6 +28,7 @@ from sandboxes.choices import SandboxState
 from sandboxes.models import Sandbox
 from scheduling import services, workflow
 from scheduling.choices import StepStatus, TaskStatus
+from scheduling.events import publish_task_updated
 from scheduling.models import Task
 from scheduling.reasons import closing_reason, closing_reason_from_error
 
@@ -116,7 +117,7 @@ class Run:
             raise Abandoned
         if fields:
             self.task.updated_at = now
-            services.publish(self.task)
+            publish_task_updated(self.task)
 
     def _owned(self) -> bool:
         return Task.objects.filter(pk=self.task.pk, runner=self.token, status=TaskStatus.RUNNING).exists()

@@ -14,54 +14,18 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, events
+from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
-from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, field_error
 from sandboxes.models import Sandbox
 from scheduling import cron, services, workflow
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap
+from scheduling.events import publish_schedule_deleted, publish_schedule_updated
 from scheduling.models import Schedule, Task
 
 logger = logging.getLogger(__name__)
 
 MAX_MISSED_COUNTED = 10_000  # an outage of years is not walked minute by minute
-
-activity.register_messages(
-    {
-        "schedule.created": _("Schedule %(name)s was created."),
-        "schedule.updated": _("Schedule %(name)s was changed."),
-        "schedule.deleted": _("Schedule %(name)s was deleted."),
-        "schedule.run_failed": _("Schedule %(name)s could not start a run: %(error)s"),
-        "schedule.caught_up": _(
-            "Schedule %(name)s missed %(missed)s runs while cocoon was down; one run was started."
-        ),
-    },
-    visibility=Visibility.AGENT,
-)
-events.register_types("schedule.updated", "schedule.deleted", visibility=Visibility.AGENT)
-
-
-def serialize(schedule: Schedule) -> dict[str, Any]:
-    return {
-        "id": schedule.id,
-        "name": schedule.name,
-        "cron": schedule.cron,
-        "timezone": schedule.timezone,
-        "template": schedule.template,
-        "overlap": schedule.overlap,
-        "keepRuns": schedule.keep_runs,
-        "enabled": schedule.enabled,
-        "nextRunAt": schedule.next_run_at.isoformat() if schedule.next_run_at else None,
-        "lastRunAt": schedule.last_run_at.isoformat() if schedule.last_run_at else None,
-        "skippedRuns": schedule.skipped_runs,
-        "createdAt": schedule.created_at.isoformat(),
-        "updatedAt": schedule.updated_at.isoformat(),
-    }
-
-
-def _publish(schedule: Schedule) -> None:
-    events.publish("schedule.updated", serialize(schedule))
 
 
 def get_schedule(schedule_id: str) -> Schedule:
@@ -69,6 +33,10 @@ def get_schedule(schedule_id: str) -> Schedule:
     if schedule is None:
         raise RpcError(ErrorCode.NOT_FOUND, _("Schedule %(id)s does not exist."), id=schedule_id)
     return schedule
+
+
+def list_schedules() -> list[Schedule]:
+    return list(Schedule.objects.all())
 
 
 def preview(
@@ -124,7 +92,7 @@ def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -
         with transaction.atomic():
             schedule.save(force_insert=create)
             activity.record(key, {"name": schedule.name}, actor=actor)
-            _publish(schedule)
+            publish_schedule_updated(schedule)
     except IntegrityError:
         raise RpcError(
             ErrorCode.CONFLICT, _("A schedule named %(name)s exists already."), name=schedule.name
@@ -159,7 +127,7 @@ def delete_schedule(schedule_id: str, *, actor: Actor) -> None:
     with transaction.atomic():
         schedule.delete()
         activity.record("schedule.deleted", {"name": schedule.name}, actor=actor)
-        events.publish("schedule.deleted", {"id": schedule_id})
+        publish_schedule_deleted(schedule_id)
 
 
 def _has_open_run(schedule: Schedule) -> bool:
@@ -187,7 +155,7 @@ def run_schedule(schedule_id: str, *, actor: Actor, now: datetime | None = None)
         task = _create_run(schedule, now or timezone.now(), actor)
         schedule.last_run_at = now or timezone.now()
         schedule.save(update_fields=["last_run_at", "updated_at"])
-        _publish(schedule)
+        publish_schedule_updated(schedule)
     return task
 
 
@@ -237,7 +205,7 @@ def _fire(schedule_id: str, now: datetime, *, catching_up: bool) -> Task | None:
                 activity.record("schedule.run_failed", {"name": schedule.name, "error": text})
         if catching_up:
             activity.record("schedule.caught_up", {"name": schedule.name, "missed": missed})
-        _publish(schedule)
+        publish_schedule_updated(schedule)
     return task
 
 

@@ -17,72 +17,22 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents import services as agents
-from cocoon import activity, events
+from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
-from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, ServiceError
 from sandboxes import services as sandboxes
 from scheduling import workflow
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap, StepStatus, TaskStatus
+from scheduling.events import publish_task_updated
 from scheduling.models import Schedule, Task
-from scheduling.reasons import closing_reason, render_closing_reason
+from scheduling.reasons import closing_reason
 
 logger = logging.getLogger(__name__)
 
 STALE_AFTER_S = 60  # a running task whose runner has not beaten this long is taken over
 MAX_ATTEMPTS = 3  # runners a task may lose before it is given up
 
-activity.register_messages(
-    {
-        "task.created": _("Task %(task)s was created: %(title)s."),
-        "task.blocked": _("Task %(task)s: the agent of step %(step)s waits for a decision."),
-        "task.review": _("Task %(task)s needs a review: %(summary)s"),
-        "task.done": _("Task %(task)s is done."),
-        "task.failed": _("Task %(task)s failed."),
-        "task.cancelled": _("Task %(task)s was cancelled."),
-        "task.approved": _("Task %(task)s was approved."),
-        "task.rejected": _("Task %(task)s was rejected."),
-    },
-    visibility=Visibility.AGENT,
-)
-events.register_types("task.updated", visibility=Visibility.AGENT)
-
-
 # -- tasks ----------------------------------------------------------------------------------------------
-
-
-def serialize(task: Task, language: str, *, patch: bool = True) -> dict[str, Any]:
-    diff = task.diff
-    if diff is not None and not patch:
-        diff = {"files": diff["files"]}
-    return {
-        "id": task.id,
-        "title": task.title,
-        "prompt": task.prompt,
-        "status": task.status,
-        "reason": render_closing_reason(task.reason, language),
-        "reasonCode": task.reason["key"] if task.reason else None,
-        "sandboxId": task.sandbox_id or None,
-        "ownSandbox": task.own_sandbox,
-        "steps": [definition | state for definition, state in zip(task.workflow, task.steps, strict=True)],
-        "currentStep": task.current_step,
-        "agentIds": [state["agentId"] for state in task.steps if state.get("agentId")],
-        "report": task.report,
-        "diff": diff,
-        "scheduleId": task.schedule_id,
-        "scheduledFor": task.scheduled_for.isoformat() if task.scheduled_for else None,
-        "createdBy": task.created_by,
-        "attempts": task.attempts,
-        "createdAt": task.created_at.isoformat(),
-        "startedAt": task.started_at.isoformat() if task.started_at else None,
-        "finishedAt": task.finished_at.isoformat() if task.finished_at else None,
-        "updatedAt": task.updated_at.isoformat(),
-    }
-
-
-def publish(task: Task) -> None:
-    """task.updated, in English: events go to every subscriber; clients render reasons from reasonCode."""
-    events.publish("task.updated", serialize(task, "en", patch=False), sandbox_id=task.sandbox_id or None)
 
 
 def get_task(task_id: str) -> Task:
@@ -133,7 +83,7 @@ def create_task(
         activity.record(
             "task.created", {"task": task.id, "title": task.title}, actor=actor, sandbox_id=task.sandbox_id
         )
-        publish(task)
+        publish_task_updated(task)
         if start:
             start_soon(task.id)
     return task
@@ -191,7 +141,7 @@ def claim(task_id: str, token: str, stale_after_s: float) -> Task | None:
         return None
     task.refresh_from_db()
     if task.status == TaskStatus.RUNNING and task.attempts == 1:
-        publish(task)
+        publish_task_updated(task)
     return task
 
 
@@ -249,7 +199,7 @@ def close(
         remove_own_sandbox(task)  # first: whoever sees "done" finds the sandbox gone
     with transaction.atomic():
         task.save()
-        publish(task)
+        publish_task_updated(task)
         activity.record(key, params, actor=actor or SYSTEM_ACTOR, sandbox_id=task.sandbox_id)
     if status in FINISHED_STATUSES and task.schedule_id:
         from scheduling.schedules import prune_runs

@@ -28,6 +28,7 @@ from sandboxes.choices import SandboxState
 from sandboxes.models import Sandbox
 from scheduling import services, workflow
 from scheduling.choices import StepStatus, TaskStatus
+from scheduling.dispatch import STALE_AFTER_S, claim_task, new_runner_token
 from scheduling.events import publish_task_updated
 from scheduling.models import Task
 from scheduling.reasons import closing_reason, closing_reason_from_error
@@ -35,6 +36,7 @@ from scheduling.reasons import closing_reason, closing_reason_from_error
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_S = 10  # how often a run says it is alive and checks it was not cancelled; < STALE_AFTER_S
+MAX_ATTEMPTS = 3  # runners a task may lose before it is given up
 REPORT_SCHEMA = {
     "type": "object",
     "properties": {
@@ -92,10 +94,10 @@ class Heartbeat:
             connection.close()
 
 
-def run_task(task_id: str, stale_after_s: float = services.STALE_AFTER_S) -> str | None:
+def run_task(task_id: str, stale_after_s: float = STALE_AFTER_S) -> str | None:
     """Drive a task to review or a final status; returns that status, or None if it was not ours."""
-    token = services.new_runner_token()
-    task = services.claim(task_id, token, stale_after_s)
+    token = new_runner_token()
+    task = claim_task(task_id, token, stale_after_s)
     if task is None:
         return None
     return Run(task, token).drive()
@@ -139,7 +141,7 @@ class Run:
 
     def _drive(self) -> str | None:
         try:
-            if self.task.attempts > services.MAX_ATTEMPTS:
+            if self.task.attempts > MAX_ATTEMPTS:
                 raise StepFailed(closing_reason("runner_lost", attempts=self.task.attempts - 1))
             self.prepare_sandbox()
             for index in range(self.task.current_step, len(self.task.workflow)):

@@ -20,6 +20,7 @@ from cocoon.errors import ErrorCode, RpcError, field_error
 from sandboxes.models import Sandbox
 from scheduling import cron, services, workflow
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap
+from scheduling.dispatch import STALE_AFTER_S, recover_runs
 from scheduling.events import publish_schedule_deleted, publish_schedule_updated
 from scheduling.models import Schedule, Task
 
@@ -254,4 +255,4 @@ def start_up(now: datetime | None = None) -> None:
     taken over at once; external workers may still be driving theirs, so those wait for a stale heartbeat.
     """
     catch_up(now)
-    services.recover(0 if settings.CELERY_EMBEDDED else services.STALE_AFTER_S)
+    recover_runs(0 if settings.CELERY_EMBEDDED else STALE_AFTER_S)

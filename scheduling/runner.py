@@ -61,9 +61,9 @@ class Abandoned(Exception):
 
 
 class StepFailed(Exception):
-    def __init__(self, why: dict[str, Any]) -> None:
-        super().__init__(why["key"])
-        self.why = why
+    def __init__(self, reason: dict[str, Any]) -> None:
+        super().__init__(reason["key"])
+        self.reason = reason
 
 
 class Heartbeat:
@@ -124,13 +124,15 @@ class Run:
     def _owned(self) -> bool:
         return Task.objects.filter(pk=self.task.pk, runner=self.token, status=TaskStatus.RUNNING).exists()
 
-    def _fail(self, why: dict[str, Any]) -> str | None:
+    def _fail(self, reason: dict[str, Any]) -> str | None:
         if not self._owned():
             return None
         state = self.task.steps[self.task.current_step]
         if state["status"] in {StepStatus.RUNNING, StepStatus.BLOCKED}:
             state |= {"status": StepStatus.FAILED, "finishedAt": timezone.now().isoformat()}
-        services.close(self.task, TaskStatus.FAILED, why=why, key="task.failed", actor=None)
+        services.close_task(
+            self.task, TaskStatus.FAILED, reason=reason, activity_key="task.failed", actor=None
+        )
         return TaskStatus.FAILED
 
     # -- the run ------------------------------------------------------------------------------------
@@ -152,7 +154,7 @@ class Run:
             logger.info("task %s is no longer driven by runner %s", self.task.id, self.token)
             return None
         except StepFailed as failure:
-            return self._fail(failure.why)
+            return self._fail(failure.reason)
         except RpcError as error:
             return self._fail(closing_reason_from_error(error))
         except ServiceError as error:
@@ -281,7 +283,7 @@ class Run:
         if not self._owned():
             raise Abandoned
         if report["ok"] and report.get("autoClose"):
-            services.close(task, TaskStatus.DONE, key="task.done", actor=None)
+            services.close_task(task, TaskStatus.DONE, activity_key="task.done", actor=None)
         else:
-            services.close(task, TaskStatus.REVIEW, key="task.review", actor=None)
+            services.close_task(task, TaskStatus.REVIEW, activity_key="task.review", actor=None)
         return task.status

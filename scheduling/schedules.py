@@ -1,4 +1,4 @@
-"""Schedules: cron + timezone -> a task when due; overlap control, start-up catch-up, run retention.
+"""Schedules: cron + timezone -> a task when due; overlap control, start-up catch-up (SPEC §7).
 
 Every function that looks at the clock takes `now`, so the tick can be driven by Celery beat, by a
 system cron (manage.py schedules_tick) or by a test with a clock of its own.
@@ -17,9 +17,8 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.errors import ErrorCode, RpcError, field_error
-from sandboxes.models import Sandbox
 from scheduling import cron, services, workflow
-from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap
+from scheduling.choices import OPEN_STATUSES, Overlap
 from scheduling.dispatch import STALE_AFTER_S, recover_runs
 from scheduling.events import publish_schedule_deleted, publish_schedule_updated
 from scheduling.models import Schedule, Task
@@ -232,20 +231,6 @@ def tick(now: datetime | None = None) -> list[Task]:
 def catch_up(now: datetime | None = None) -> list[Task]:
     """At start-up: one run for each schedule that fell due while cocoon was down, however often."""
     return _fire_due(now, catching_up=True)
-
-
-def prune_runs(schedule_id: str) -> int:
-    """Delete the schedule's finished runs beyond keepRuns, with their own sandboxes; how many went."""
-    schedule = Schedule.objects.filter(pk=schedule_id).first()
-    if schedule is None:
-        return 0
-    finished = Task.objects.filter(schedule=schedule, status__in=FINISHED_STATUSES).order_by("-created_at")
-    old = list(finished[schedule.keep_runs :])
-    for task in old:
-        if task.own_sandbox and Sandbox.objects.filter(pk=task.sandbox_id).exists():
-            services.remove_own_sandbox(task)
-        task.delete()
-    return len(old)
 
 
 def start_up(now: datetime | None = None) -> None:

@@ -15,6 +15,7 @@ from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.errors import ErrorCode, RpcError, ServiceError
 from sandboxes import services as sandboxes
+from sandboxes.models import Sandbox
 from scheduling import workflow
 from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, StepStatus, TaskStatus
 from scheduling.dispatch import dispatch_queued, send_to_runner
@@ -82,12 +83,17 @@ def create_task(
     return task
 
 
-def close(
-    task: Task, status: str, *, why: dict[str, Any] | None = None, key: str, actor: Actor | None
+def close_task(
+    task: Task,
+    status: str,
+    *,
+    reason: dict[str, Any] | None = None,
+    activity_key: str,
+    actor: Actor | None,
 ) -> Task:
     """Put a task into a final (or review) status and say so; drop its own sandbox when it is done."""
     task.status = status
-    task.reason = why
+    task.reason = reason
     task.runner = ""
     if status != TaskStatus.REVIEW:
         task.finished_at = timezone.now()
@@ -99,11 +105,9 @@ def close(
     with transaction.atomic():
         task.save()
         publish_task_updated(task)
-        activity.record(key, params, actor=actor or SYSTEM_ACTOR, sandbox_id=task.sandbox_id)
+        activity.record(activity_key, params, actor=actor or SYSTEM_ACTOR, sandbox_id=task.sandbox_id)
     if status in FINISHED_STATUSES and task.schedule_id:
-        from scheduling.schedules import prune_runs
-
-        prune_runs(task.schedule_id)
+        prune_schedule_runs(task.schedule_id)
     dispatch_queued()
     return task
 
@@ -119,6 +123,20 @@ def remove_own_sandbox(task: Task) -> None:
             logger.warning("could not remove sandbox %s of task %s: %s", task.sandbox_id, task.id, error)
     except ServiceError as error:
         logger.warning("could not remove sandbox %s of task %s: %s", task.sandbox_id, task.id, error)
+
+
+def prune_schedule_runs(schedule_id: str) -> int:
+    """Delete the schedule's finished runs beyond keepRuns, with their own sandboxes; how many went."""
+    schedule = Schedule.objects.filter(pk=schedule_id).first()
+    if schedule is None:
+        return 0
+    finished = Task.objects.filter(schedule=schedule, status__in=FINISHED_STATUSES).order_by("-created_at")
+    old = list(finished[schedule.keep_runs :])
+    for task in old:
+        if task.own_sandbox and Sandbox.objects.filter(pk=task.sandbox_id).exists():
+            remove_own_sandbox(task)
+        task.delete()
+    return len(old)
 
 
 def _reviewable(task_id: str) -> Task:
@@ -166,17 +184,17 @@ def approve_task(
                 actor=actor,
             )
             task.report = (task.report or {}) | {"pullRequest": created}
-    return close(task, TaskStatus.DONE, key="task.approved", actor=actor)
+    return close_task(task, TaskStatus.DONE, activity_key="task.approved", actor=actor)
 
 
 def reject_task(task_id: str, *, actor: Actor) -> Task:
     """Close a task in review without taking its changes; its sandbox stays until retention or delete."""
     task = _reviewable(task_id)
-    return close(
+    return close_task(
         task,
         TaskStatus.CANCELLED,
-        why=closing_reason("rejected", actor=actor.name),
-        key="task.rejected",
+        reason=closing_reason("rejected", actor=actor.name),
+        activity_key="task.rejected",
         actor=actor,
     )
 
@@ -194,11 +212,11 @@ def cancel_task(task_id: str, *, actor: Actor) -> Task:
     agent_id = task.steps[task.current_step].get("agentId") if task.status == TaskStatus.RUNNING else None
     if task.status == TaskStatus.RUNNING:
         task.steps[task.current_step]["status"] = StepStatus.FAILED
-    task = close(
+    task = close_task(
         task,
         TaskStatus.CANCELLED,
-        why=closing_reason("cancelled", actor=actor.name),
-        key="task.cancelled",
+        reason=closing_reason("cancelled", actor=actor.name),
+        activity_key="task.cancelled",
         actor=actor,
     )
     if agent_id:

@@ -379,7 +379,7 @@ def test_keep_runs_leaves_two_finished_runs_and_removes_older_sandboxes(
     from django.conf import settings
 
     from sandboxes.models import Sandbox
-    from scheduling import runner, schedules
+    from scheduling import runner, schedules, services
     from scheduling.models import Task
 
     schedule = minutely(keep_runs=2, step={"profile": "shell", "prompt": "exit 3", "timeoutS": 60})
@@ -398,7 +398,7 @@ def test_keep_runs_leaves_two_finished_runs_and_removes_older_sandboxes(
     assert f"{settings.COCOON_INSTANCE}-{finished[1].sandbox_id}" in names
     for task in kept:
         Sandbox.objects.get(pk=task.sandbox_id)
-        schedules.services.remove_own_sandbox(task)
+        services.remove_own_sandbox(task)
 
 
 # With SEEN set, only says whether the question is on a screen; without, answers it.

@@ -94,13 +94,28 @@ class Heartbeat:
             connection.close()
 
 
-def run_task(task_id: str, stale_after_s: float = STALE_AFTER_S) -> str | None:
+def drive_task(task_id: str, stale_after_s: float = STALE_AFTER_S) -> str | None:
     """Drive a task to review or a final status; returns that status, or None if it was not ours."""
     token = new_runner_token()
     task = claim_task(task_id, token, stale_after_s)
     if task is None:
         return None
     return Run(task, token).drive()
+
+
+def _wait_for_agent(agent_id: str, until: list[str], timeout_s: float) -> Agent | None:
+    """The agent once it reaches one of `until`, or None when timeout_s passed first.
+
+    agents' wait_for says "not yet" with its timeout error; the run's loop asks again after each
+    heartbeat, so here that is an answer, not a failure. (wait_for also times out at once on an exited
+    agent, but the run always waits for exited too.)
+    """
+    try:
+        return poller.wait_for(agent_id, until, timeout_s)
+    except RpcError as error:
+        if error.code != ErrorCode.TIMEOUT:
+            raise
+        return None
 
 
 class Run:
@@ -237,11 +252,8 @@ class Run:
             blocked = state["status"] == StepStatus.BLOCKED
             until = [AgentStatus.DONE, AgentStatus.EXITED]
             until += [AgentStatus.WORKING, AgentStatus.IDLE] if blocked else [AgentStatus.BLOCKED]
-            try:
-                agent = poller.wait_for(agent_id, until, min(remaining, HEARTBEAT_S))
-            except RpcError as error:
-                if error.code != ErrorCode.TIMEOUT:
-                    raise
+            agent = _wait_for_agent(agent_id, until, min(remaining, HEARTBEAT_S))
+            if agent is None:
                 continue
             if agent.status in {AgentStatus.DONE, AgentStatus.EXITED}:
                 return agent

@@ -8,7 +8,7 @@ from scheduling.dispatch import RUN_TASK, STALE_AFTER_S, recover_runs
 
 @shared_task(name=RUN_TASK)
 def run_task(task_id: str, stale_after_s: float = STALE_AFTER_S) -> str | None:
-    return runner.run_task(task_id, stale_after_s)
+    return runner.drive_task(task_id, stale_after_s)
 
 
 @shared_task(name="scheduling.tasks.tick")

@@ -386,7 +386,7 @@ def test_keep_runs_leaves_two_finished_runs_and_removes_older_sandboxes(
     runs = [task for minute in (1, 2, 3) for task in schedules.tick(at(minute))]
     finished = []
     for task in runs:
-        assert runner.run_task(task.id) == "failed"  # a failed run keeps its sandbox for a look...
+        assert runner.drive_task(task.id) == "failed"  # a failed run keeps its sandbox for a look...
         finished.append(Task.objects.get(pk=task.pk))
         assert finished[-1].reason == {"key": "step_exit", "params": {"step": 1, "code": 3}}
     kept = list(Task.objects.filter(schedule=schedule).order_by("scheduled_for"))
@@ -451,7 +451,7 @@ def test_a_blocked_agent_is_reported_and_waited_for_until_it_goes_on(clock_db, s
     helper = threading.Thread(target=answer, daemon=True)
     helper.start()
     try:
-        assert runner.run_task(task.id) == "done"
+        assert runner.drive_task(task.id) == "done"
     finally:
         answered.set()
         helper.join()
@@ -525,8 +525,8 @@ def test_a_run_that_keeps_losing_its_worker_is_given_up_not_left_running(clock_d
     task = services.create_task(shell_task(shell("exit")), actor=SYSTEM_ACTOR)
     stale = timezone.now() - timedelta(seconds=STALE_AFTER_S + 1)
     Task.objects.filter(pk=task.pk).update(status="running", runner="dead", heartbeat_at=stale, attempts=3)
-    assert runner.run_task(task.id, stale_after_s=3600) is None  # its heartbeat is not that old
-    assert runner.run_task(task.id) == "failed"
+    assert runner.drive_task(task.id, stale_after_s=3600) is None  # its heartbeat is not that old
+    assert runner.drive_task(task.id) == "failed"
     task.refresh_from_db()
     assert (task.status, task.reason["key"], task.attempts, task.runner) == ("failed", "runner_lost", 4, "")
 

@@ -26,9 +26,6 @@ from scheduling.reasons import closing_reason
 logger = logging.getLogger(__name__)
 
 
-# -- tasks ----------------------------------------------------------------------------------------------
-
-
 def get_task(task_id: str) -> Task:
     task = Task.objects.filter(pk=task_id).first()
     if task is None:

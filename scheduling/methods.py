@@ -8,43 +8,30 @@ from django.utils.translation import gettext_lazy as _
 from cocoon.errors import field_error
 from cocoon.registry import Call, registry
 from cocoon.schema import (
-    ANY_OBJECT,
-    BOOLEAN,
     EMPTY,
-    INTEGER,
     STRING,
     TIMESTAMP,
     array,
     enum,
     integer,
-    nullable,
     obj,
     string,
 )
-from sandboxes.methods.lifecycle import SANDBOX_CREATE, SANDBOX_ID
 from scheduling import schedules, services
-from scheduling.choices import Overlap, StepStatus, TaskStatus
-
-TASK_ID = string(pattern="^tk_[a-z0-9]+$", maxLength=40)
-SCHEDULE_ID = string(pattern="^sc_[a-z0-9]+$", maxLength=40)
-NAME = string(minLength=1, maxLength=64)
-STEP_FIELDS = {
-    "profile": NAME,
-    "prompt": string(maxLength=100_000),
-    "providers": array(NAME, maxItems=10),
-    "model": string(minLength=1, maxLength=200),
-    "timeoutS": integer(minimum=1, maximum=86_400),
-}
-TEMPLATE = obj(
-    {
-        "prompt": string(minLength=1, maxLength=100_000),
-        "title": string(minLength=1, maxLength=200),
-        "sandboxId": SANDBOX_ID,
-        "sandbox": obj({k: v for k, v in SANDBOX_CREATE["properties"].items() if k != "name"}),
-        "workflow": array(obj(STEP_FIELDS, required=("profile",)), minItems=1, maxItems=20),
-    },
-    required=("prompt",),
+from scheduling.choices import TaskStatus
+from scheduling.schemas import (
+    SCHEDULE,
+    SCHEDULE_BY_ID,
+    SCHEDULE_FIELDS,
+    SCHEDULE_ID,
+    TASK,
+    TASK_BY_ID,
+    TASK_ID,
+    TEMPLATE,
+    serialize_schedule,
+    serialize_task,
 )
+
 TEMPLATE_DESCRIPTION = (
     "A task: prompt, a new sandbox (sandbox: sandbox.create fields) or an existing one (sandboxId), and a "
     "workflow of steps run one after another, each an agent (profile) with a prompt template "
@@ -53,65 +40,6 @@ TEMPLATE_DESCRIPTION = (
     "to $COCOON_REPORT_FILE (<workdir>/.cocoon/report/<taskId>.json): ok + autoClose -> done and the "
     "task's own sandbox removed (its diff kept); otherwise review."
 )
-NULLABLE_TIME = nullable(TIMESTAMP)
-TASK = obj(
-    {
-        "id": STRING,
-        "title": STRING,
-        "prompt": STRING,
-        "status": enum(*TaskStatus.values),
-        "reason": nullable(STRING),
-        "reasonCode": nullable(STRING),
-        "sandboxId": nullable(STRING),
-        "ownSandbox": BOOLEAN,
-        "steps": array(
-            obj(
-                STEP_FIELDS
-                | {
-                    "status": enum(*StepStatus.values),
-                    "agentId": STRING,
-                    "startedAt": TIMESTAMP,
-                    "finishedAt": TIMESTAMP,
-                    "exitCode": nullable(INTEGER),
-                }
-            )
-        ),
-        "currentStep": INTEGER,
-        "agentIds": array(STRING),
-        "report": nullable(ANY_OBJECT),
-        "diff": nullable(ANY_OBJECT),
-        "scheduleId": nullable(STRING),
-        "scheduledFor": NULLABLE_TIME,
-        "createdBy": STRING,
-        "attempts": INTEGER,
-        "createdAt": TIMESTAMP,
-        "startedAt": NULLABLE_TIME,
-        "finishedAt": NULLABLE_TIME,
-        "updatedAt": TIMESTAMP,
-    }
-)
-TASK_BY_ID = obj({"taskId": TASK_ID}, required=("taskId",))
-SCHEDULE_FIELDS = {
-    "name": string(pattern="^[A-Za-z0-9][A-Za-z0-9 _.-]{0,99}$"),
-    "cron": string(minLength=1, maxLength=200),
-    "timezone": string(minLength=1, maxLength=64),
-    "template": TEMPLATE,
-    "overlap": enum(*Overlap.values),
-    "keepRuns": integer(minimum=1, maximum=1000),
-    "enabled": BOOLEAN,
-}
-SCHEDULE = obj(
-    SCHEDULE_FIELDS
-    | {
-        "id": STRING,
-        "nextRunAt": NULLABLE_TIME,
-        "lastRunAt": NULLABLE_TIME,
-        "skippedRuns": INTEGER,
-        "createdAt": TIMESTAMP,
-        "updatedAt": TIMESTAMP,
-    }
-)
-SCHEDULE_BY_ID = obj({"scheduleId": SCHEDULE_ID}, required=("scheduleId",))
 
 
 @registry.method(
@@ -122,7 +50,7 @@ SCHEDULE_BY_ID = obj({"scheduleId": SCHEDULE_ID}, required=("scheduleId",))
     agent_side=True,
 )
 def task_create(call: Call) -> dict[str, Any]:
-    return services.serialize(services.create_task(call.params, actor=call.actor), call.language)
+    return serialize_task(services.create_task(call.params, actor=call.actor), call.language)
 
 
 @registry.method(
@@ -143,7 +71,7 @@ def task_list(call: Call) -> list[dict[str, Any]]:
     tasks = services.list_tasks(
         status=params.get("status"), schedule_id=params.get("scheduleId"), limit=params.get("limit", 100)
     )
-    return [services.serialize(task, call.language, patch=False) for task in tasks]
+    return [serialize_task(task, call.language, patch=False) for task in tasks]
 
 
 @registry.method(
@@ -154,7 +82,7 @@ def task_list(call: Call) -> list[dict[str, Any]]:
     agent_side=True,
 )
 def task_get(call: Call) -> dict[str, Any]:
-    return services.serialize(services.get_task(call.params["taskId"]), call.language)
+    return serialize_task(services.get_task(call.params["taskId"]), call.language)
 
 
 @registry.method(
@@ -165,7 +93,7 @@ def task_get(call: Call) -> dict[str, Any]:
     agent_side=True,
 )
 def task_cancel(call: Call) -> dict[str, Any]:
-    return services.serialize(services.cancel_task(call.params["taskId"], actor=call.actor), call.language)
+    return serialize_task(services.cancel_task(call.params["taskId"], actor=call.actor), call.language)
 
 
 @registry.method(
@@ -201,7 +129,7 @@ def task_approve(call: Call) -> dict[str, Any]:
     task = services.approve_task(
         params["taskId"], actor=call.actor, push=params.get("push"), pull_request=params.get("pullRequest")
     )
-    return services.serialize(task, call.language)
+    return serialize_task(task, call.language)
 
 
 @registry.method(
@@ -212,21 +140,21 @@ def task_approve(call: Call) -> dict[str, Any]:
     agent_side=True,
 )
 def task_reject(call: Call) -> dict[str, Any]:
-    return services.serialize(services.reject_task(call.params["taskId"], actor=call.actor), call.language)
+    return serialize_task(services.reject_task(call.params["taskId"], actor=call.actor), call.language)
 
 
 @registry.method(
     "schedule.list", description="All schedules, by name.", result=array(SCHEDULE), agent_side=True
 )
 def schedule_list(call: Call) -> list[dict[str, Any]]:
-    return [schedules.serialize(schedule) for schedule in schedules.Schedule.objects.all()]
+    return [serialize_schedule(schedule) for schedule in schedules.list_schedules()]
 
 
 @registry.method(
     "schedule.get", description="One schedule.", params=SCHEDULE_BY_ID, result=SCHEDULE, agent_side=True
 )
 def schedule_get(call: Call) -> dict[str, Any]:
-    return schedules.serialize(schedules.get_schedule(call.params["scheduleId"]))
+    return serialize_schedule(schedules.get_schedule(call.params["scheduleId"]))
 
 
 @registry.method(
@@ -240,7 +168,7 @@ def schedule_get(call: Call) -> dict[str, Any]:
     agent_side=True,
 )
 def schedule_create(call: Call) -> dict[str, Any]:
-    return schedules.serialize(schedules.create_schedule(call.params, actor=call.actor))
+    return serialize_schedule(schedules.create_schedule(call.params, actor=call.actor))
 
 
 @registry.method(
@@ -253,7 +181,7 @@ def schedule_create(call: Call) -> dict[str, Any]:
 def schedule_update(call: Call) -> dict[str, Any]:
     params = dict(call.params)
     schedule_id = params.pop("scheduleId")
-    return schedules.serialize(schedules.update_schedule(schedule_id, params, actor=call.actor))
+    return serialize_schedule(schedules.update_schedule(schedule_id, params, actor=call.actor))
 
 
 @registry.method(
@@ -276,9 +204,7 @@ def schedule_delete(call: Call) -> dict[str, Any]:
     agent_side=True,
 )
 def schedule_run(call: Call) -> dict[str, Any]:
-    return services.serialize(
-        schedules.run_schedule(call.params["scheduleId"], actor=call.actor), call.language
-    )
+    return serialize_task(schedules.run_schedule(call.params["scheduleId"], actor=call.actor), call.language)
 
 
 @registry.method(

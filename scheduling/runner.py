@@ -26,13 +26,17 @@ from sandboxes import files, git
 from sandboxes import services as sandboxes
 from sandboxes.choices import SandboxState
 from sandboxes.models import Sandbox
-from scheduling import services
+from scheduling import services, workflow
 from scheduling.choices import StepStatus, TaskStatus
+from scheduling.dispatch import STALE_AFTER_S, claim_task, new_runner_token
+from scheduling.events import publish_task_updated
 from scheduling.models import Task
+from scheduling.reasons import closing_reason, closing_reason_from_error
 
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_S = 10  # how often a run says it is alive and checks it was not cancelled; < STALE_AFTER_S
+MAX_ATTEMPTS = 3  # runners a task may lose before it is given up
 REPORT_SCHEMA = {
     "type": "object",
     "properties": {
@@ -57,9 +61,9 @@ class Abandoned(Exception):
 
 
 class StepFailed(Exception):
-    def __init__(self, why: dict[str, Any]) -> None:
-        super().__init__(why["key"])
-        self.why = why
+    def __init__(self, reason: dict[str, Any]) -> None:
+        super().__init__(reason["key"])
+        self.reason = reason
 
 
 class Heartbeat:
@@ -90,13 +94,28 @@ class Heartbeat:
             connection.close()
 
 
-def run_task(task_id: str, stale_after_s: float = services.STALE_AFTER_S) -> str | None:
+def drive_task(task_id: str, stale_after_s: float = STALE_AFTER_S) -> str | None:
     """Drive a task to review or a final status; returns that status, or None if it was not ours."""
-    token = services.new_runner_token()
-    task = services.claim(task_id, token, stale_after_s)
+    token = new_runner_token()
+    task = claim_task(task_id, token, stale_after_s)
     if task is None:
         return None
     return Run(task, token).drive()
+
+
+def _wait_for_agent(agent_id: str, until: list[str], timeout_s: float) -> Agent | None:
+    """The agent once it reaches one of `until`, or None when timeout_s passed first.
+
+    agents' wait_for says "not yet" with its timeout error; the run's loop asks again after each
+    heartbeat, so here that is an answer, not a failure. (wait_for also times out at once on an exited
+    agent, but the run always waits for exited too.)
+    """
+    try:
+        return poller.wait_for(agent_id, until, timeout_s)
+    except RpcError as error:
+        if error.code != ErrorCode.TIMEOUT:
+            raise
+        return None
 
 
 class Run:
@@ -115,18 +134,20 @@ class Run:
             raise Abandoned
         if fields:
             self.task.updated_at = now
-            services.publish(self.task)
+            publish_task_updated(self.task)
 
     def _owned(self) -> bool:
         return Task.objects.filter(pk=self.task.pk, runner=self.token, status=TaskStatus.RUNNING).exists()
 
-    def _fail(self, why: dict[str, Any]) -> str | None:
+    def _fail(self, reason: dict[str, Any]) -> str | None:
         if not self._owned():
             return None
         state = self.task.steps[self.task.current_step]
         if state["status"] in {StepStatus.RUNNING, StepStatus.BLOCKED}:
             state |= {"status": StepStatus.FAILED, "finishedAt": timezone.now().isoformat()}
-        services.close(self.task, TaskStatus.FAILED, why=why, key="task.failed", actor=None)
+        services.close_task(
+            self.task, TaskStatus.FAILED, reason=reason, activity_key="task.failed", actor=None
+        )
         return TaskStatus.FAILED
 
     # -- the run ------------------------------------------------------------------------------------
@@ -137,8 +158,8 @@ class Run:
 
     def _drive(self) -> str | None:
         try:
-            if self.task.attempts > services.MAX_ATTEMPTS:
-                raise StepFailed(services.reason("runner_lost", attempts=self.task.attempts - 1))
+            if self.task.attempts > MAX_ATTEMPTS:
+                raise StepFailed(closing_reason("runner_lost", attempts=self.task.attempts - 1))
             self.prepare_sandbox()
             for index in range(self.task.current_step, len(self.task.workflow)):
                 self.task.current_step = index
@@ -148,14 +169,14 @@ class Run:
             logger.info("task %s is no longer driven by runner %s", self.task.id, self.token)
             return None
         except StepFailed as failure:
-            return self._fail(failure.why)
+            return self._fail(failure.reason)
         except RpcError as error:
-            return self._fail(services.error_reason(error))
+            return self._fail(closing_reason_from_error(error))
         except ServiceError as error:
-            return self._fail(services.error_reason(error.as_rpc_error()))
+            return self._fail(closing_reason_from_error(error.as_rpc_error()))
         except Exception:
             logger.exception("task %s stopped with an internal error", self.task.id)
-            return self._fail(services.error_reason(RpcError(ErrorCode.INTERNAL_ERROR)))
+            return self._fail(closing_reason_from_error(RpcError(ErrorCode.INTERNAL_ERROR)))
 
     def prepare_sandbox(self) -> None:
         task = self.task
@@ -172,7 +193,7 @@ class Run:
     def _require_sandbox(self) -> None:
         sandbox = Sandbox.objects.filter(pk=self.task.sandbox_id).first()
         if sandbox is None or sandbox.state != SandboxState.RUNNING:
-            raise StepFailed(services.reason("sandbox_gone", sandbox=self.task.sandbox_id))
+            raise StepFailed(closing_reason("sandbox_gone", sandbox=self.task.sandbox_id))
 
     def run_step(self, index: int) -> None:
         task = self.task
@@ -185,10 +206,10 @@ class Run:
                 task.sandbox_id,
                 step["profile"],
                 actor=SYSTEM_ACTOR,
-                prompt=services.render_prompt(step["prompt"], task, index),
+                prompt=workflow.render_prompt(step["prompt"], task, index),
                 env={
                     "COCOON_TASK_ID": task.id,
-                    "COCOON_REPORT_FILE": services.report_path(task.id),
+                    "COCOON_REPORT_FILE": workflow.report_path(task.id),
                     "COCOON_STEP": str(index + 1),
                 },
                 providers=step.get("providers") or None,
@@ -204,7 +225,7 @@ class Run:
         agent = self.wait(index, agent.id, deadline)
         if agent.status == AgentStatus.EXITED and agent.exit_code != 0:
             code = "?" if agent.exit_code is None else agent.exit_code
-            raise StepFailed(services.reason("step_exit", step=index + 1, code=code))
+            raise StepFailed(closing_reason("step_exit", step=index + 1, code=code))
         if agent.status == AgentStatus.DONE:
             agents.kill_agent(agent.id, actor=SYSTEM_ACTOR)  # finished: its session is of no more use
         state |= {
@@ -225,17 +246,14 @@ class Run:
                 except RpcError:
                     logger.info("could not stop the agent %s of a timed-out step", agent_id)
                 timeout = self.task.workflow[index]["timeoutS"]
-                raise StepFailed(services.reason("step_timeout", step=index + 1, timeout=timeout))
+                raise StepFailed(closing_reason("step_timeout", step=index + 1, timeout=timeout))
             self._save()  # heartbeat; raises Abandoned after a cancel
             self._require_sandbox()
             blocked = state["status"] == StepStatus.BLOCKED
             until = [AgentStatus.DONE, AgentStatus.EXITED]
             until += [AgentStatus.WORKING, AgentStatus.IDLE] if blocked else [AgentStatus.BLOCKED]
-            try:
-                agent = poller.wait_for(agent_id, until, min(remaining, HEARTBEAT_S))
-            except RpcError as error:
-                if error.code != ErrorCode.TIMEOUT:
-                    raise
+            agent = _wait_for_agent(agent_id, until, min(remaining, HEARTBEAT_S))
+            if agent is None:
                 continue
             if agent.status in {AgentStatus.DONE, AgentStatus.EXITED}:
                 return agent
@@ -254,20 +272,20 @@ class Run:
 
     def finish(self) -> str:
         task = self.task
-        path = services.report_path(task.id)
+        path = workflow.report_path(task.id)
         try:
             content = files.read_file(task.sandbox_id, path)["content"]
         except RpcError as error:
             if error.code == ErrorCode.NOT_FOUND:
-                raise StepFailed(services.reason("no_report", path=path)) from None
+                raise StepFailed(closing_reason("no_report", path=path)) from None
             raise
         try:
             report = json.loads(content)
         except json.JSONDecodeError as error:
-            raise StepFailed(services.reason("report_not_json", path=path, problem=str(error))) from None
+            raise StepFailed(closing_reason("report_not_json", path=path, problem=str(error))) from None
         problems = [error.message for error in REPORT_VALIDATOR.iter_errors(report)]
         if problems:
-            raise StepFailed(services.reason("report_invalid", path=path, problem="; ".join(problems)[:500]))
+            raise StepFailed(closing_reason("report_invalid", path=path, problem="; ".join(problems)[:500]))
         task.report = report
         try:
             task.diff = git.diff(task.sandbox_id)
@@ -277,7 +295,7 @@ class Run:
         if not self._owned():
             raise Abandoned
         if report["ok"] and report.get("autoClose"):
-            services.close(task, TaskStatus.DONE, key="task.done", actor=None)
+            services.close_task(task, TaskStatus.DONE, activity_key="task.done", actor=None)
         else:
-            services.close(task, TaskStatus.REVIEW, key="task.review", actor=None)
+            services.close_task(task, TaskStatus.REVIEW, activity_key="task.review", actor=None)
         return task.status

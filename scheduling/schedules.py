@@ -1,4 +1,4 @@
-"""Schedules: cron + timezone -> a task when due; overlap control, start-up catch-up, run retention.
+"""Schedules: cron + timezone -> a task when due; overlap control, start-up catch-up (SPEC §7).
 
 Every function that looks at the clock takes `now`, so the tick can be driven by Celery beat, by a
 system cron (manage.py schedules_tick) or by a test with a clock of its own.
@@ -14,54 +14,18 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, events
+from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
-from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, field_error
-from sandboxes.models import Sandbox
-from scheduling import cron, services
-from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap
+from scheduling import cron, services, workflow
+from scheduling.choices import OPEN_STATUSES, Overlap
+from scheduling.dispatch import STALE_AFTER_S, recover_runs
+from scheduling.events import publish_schedule_deleted, publish_schedule_updated
 from scheduling.models import Schedule, Task
 
 logger = logging.getLogger(__name__)
 
 MAX_MISSED_COUNTED = 10_000  # an outage of years is not walked minute by minute
-
-activity.register_messages(
-    {
-        "schedule.created": _("Schedule %(name)s was created."),
-        "schedule.updated": _("Schedule %(name)s was changed."),
-        "schedule.deleted": _("Schedule %(name)s was deleted."),
-        "schedule.run_failed": _("Schedule %(name)s could not start a run: %(error)s"),
-        "schedule.caught_up": _(
-            "Schedule %(name)s missed %(missed)s runs while cocoon was down; one run was started."
-        ),
-    },
-    visibility=Visibility.AGENT,
-)
-events.register_types("schedule.updated", "schedule.deleted", visibility=Visibility.AGENT)
-
-
-def serialize(schedule: Schedule) -> dict[str, Any]:
-    return {
-        "id": schedule.id,
-        "name": schedule.name,
-        "cron": schedule.cron,
-        "timezone": schedule.timezone,
-        "template": schedule.template,
-        "overlap": schedule.overlap,
-        "keepRuns": schedule.keep_runs,
-        "enabled": schedule.enabled,
-        "nextRunAt": schedule.next_run_at.isoformat() if schedule.next_run_at else None,
-        "lastRunAt": schedule.last_run_at.isoformat() if schedule.last_run_at else None,
-        "skippedRuns": schedule.skipped_runs,
-        "createdAt": schedule.created_at.isoformat(),
-        "updatedAt": schedule.updated_at.isoformat(),
-    }
-
-
-def _publish(schedule: Schedule) -> None:
-    events.publish("schedule.updated", serialize(schedule))
 
 
 def get_schedule(schedule_id: str) -> Schedule:
@@ -69,6 +33,10 @@ def get_schedule(schedule_id: str) -> Schedule:
     if schedule is None:
         raise RpcError(ErrorCode.NOT_FOUND, _("Schedule %(id)s does not exist."), id=schedule_id)
     return schedule
+
+
+def list_schedules() -> list[Schedule]:
+    return list(Schedule.objects.all())
 
 
 def preview(
@@ -116,7 +84,7 @@ def _apply(schedule: Schedule, params: dict[str, Any]) -> None:
     if "timezone" in params:
         cron.zone(schedule.timezone)
     if "template" in params:
-        schedule.template = services.check_template(schedule.template, "template")
+        schedule.template = workflow.check_template(schedule.template, "template")
 
 
 def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -> Schedule:
@@ -124,7 +92,7 @@ def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -
         with transaction.atomic():
             schedule.save(force_insert=create)
             activity.record(key, {"name": schedule.name}, actor=actor)
-            _publish(schedule)
+            publish_schedule_updated(schedule)
     except IntegrityError:
         raise RpcError(
             ErrorCode.CONFLICT, _("A schedule named %(name)s exists already."), name=schedule.name
@@ -135,7 +103,7 @@ def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -
 def create_schedule(params: dict[str, Any], *, actor: Actor, now: datetime | None = None) -> Schedule:
     schedule = Schedule()
     _apply(schedule, params)
-    services.check_author(schedule.template, actor)
+    workflow.check_author(schedule.template, actor)
     schedule.next_run_at = _next_run(schedule, now or timezone.now())
     return _save(schedule, "schedule.created", actor, create=True)
 
@@ -147,7 +115,7 @@ def update_schedule(
     timing = (schedule.cron, schedule.timezone, schedule.enabled)
     _apply(schedule, params)
     if "template" in params:
-        services.check_author(schedule.template, actor)
+        workflow.check_author(schedule.template, actor)
     if (schedule.cron, schedule.timezone, schedule.enabled) != timing:
         schedule.next_run_at = _next_run(schedule, now or timezone.now())
     return _save(schedule, "schedule.updated", actor)
@@ -159,7 +127,7 @@ def delete_schedule(schedule_id: str, *, actor: Actor) -> None:
     with transaction.atomic():
         schedule.delete()
         activity.record("schedule.deleted", {"name": schedule.name}, actor=actor)
-        events.publish("schedule.deleted", {"id": schedule_id})
+        publish_schedule_deleted(schedule_id)
 
 
 def _has_open_run(schedule: Schedule) -> bool:
@@ -187,7 +155,7 @@ def run_schedule(schedule_id: str, *, actor: Actor, now: datetime | None = None)
         task = _create_run(schedule, now or timezone.now(), actor)
         schedule.last_run_at = now or timezone.now()
         schedule.save(update_fields=["last_run_at", "updated_at"])
-        _publish(schedule)
+        publish_schedule_updated(schedule)
     return task
 
 
@@ -237,7 +205,7 @@ def _fire(schedule_id: str, now: datetime, *, catching_up: bool) -> Task | None:
                 activity.record("schedule.run_failed", {"name": schedule.name, "error": text})
         if catching_up:
             activity.record("schedule.caught_up", {"name": schedule.name, "missed": missed})
-        _publish(schedule)
+        publish_schedule_updated(schedule)
     return task
 
 
@@ -265,20 +233,6 @@ def catch_up(now: datetime | None = None) -> list[Task]:
     return _fire_due(now, catching_up=True)
 
 
-def prune_runs(schedule_id: str) -> int:
-    """Delete the schedule's finished runs beyond keepRuns, with their own sandboxes; how many went."""
-    schedule = Schedule.objects.filter(pk=schedule_id).first()
-    if schedule is None:
-        return 0
-    finished = Task.objects.filter(schedule=schedule, status__in=FINISHED_STATUSES).order_by("-created_at")
-    old = list(finished[schedule.keep_runs :])
-    for task in old:
-        if task.own_sandbox and Sandbox.objects.filter(pk=task.sandbox_id).exists():
-            services.remove_own_sandbox(task)
-        task.delete()
-    return len(old)
-
-
 def start_up(now: datetime | None = None) -> None:
     """cocoond's start: catch up on missed runs once, and resume the runs the last cocoond was driving.
 
@@ -286,4 +240,4 @@ def start_up(now: datetime | None = None) -> None:
     taken over at once; external workers may still be driving theirs, so those wait for a stale heartbeat.
     """
     catch_up(now)
-    services.recover(0 if settings.CELERY_EMBEDDED else services.STALE_AFTER_S)
+    recover_runs(0 if settings.CELERY_EMBEDDED else STALE_AFTER_S)

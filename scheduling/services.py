@@ -1,228 +1,29 @@
-"""Tasks: create, list, cancel, approve, reject, and the hand-over of queued tasks to runners (SPEC §7).
+"""Tasks: create, list, cancel, approve, reject, and close a task when its run or a human ends it (SPEC §7).
 
-A run is driven by scheduling.runner in a Celery worker; this module decides which queued tasks may
-start (a concurrency cap, a schedule's overlap: queue) and claims them, so a task is driven by one
-runner at a time however often its message is delivered.
+scheduling.dispatch hands queued tasks to runners; scheduling.runner drives a run and closes it here.
 """
 
-import json
 import logging
-import re
-import secrets
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import F
-from django.utils import timezone, translation
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents import services as agents
-from agents.models import AgentProfile
-from agents.profiles import ensure_profiles
-from cocoon import activity, events
+from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
-from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError, ServiceError, interpolate_lazy
-from cocoon.i18n import LANGUAGES
-from egress.providers import all_providers, check_profile_secrets
+from cocoon.errors import ErrorCode, RpcError, ServiceError
 from sandboxes import services as sandboxes
-from sandboxes.drivers.base import WORKSPACE
-from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, Overlap, StepStatus, TaskStatus
+from sandboxes.models import Sandbox
+from scheduling import workflow
+from scheduling.choices import FINISHED_STATUSES, OPEN_STATUSES, StepStatus, TaskStatus
+from scheduling.dispatch import dispatch_queued, send_to_runner
+from scheduling.events import publish_task_updated
 from scheduling.models import Schedule, Task
+from scheduling.reasons import closing_reason
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_PROFILE = "claude-code"
-DEFAULT_STEP_TIMEOUT_S = 3600
-STALE_AFTER_S = 60  # a running task whose runner has not beaten this long is taken over
-MAX_ATTEMPTS = 3  # runners a task may lose before it is given up
-PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
-# Written into the last step's prompt by {{reportInstructions}}; read by an agent, so not translated.
-REPORT_INSTRUCTIONS = (
-    "When you are finished, write a JSON report to the file {reportFile} (also in $COCOON_REPORT_FILE): "
-    '{{"ok": true or false, "summary": "what you did, in one or two sentences", '
-    '"autoClose": true only if nobody needs to look at the changes, "details": {{...optional}}}}.'
-)
-DEFAULT_STEP_PROMPT = "{{prompt}}\n\n{{reportInstructions}}"
-PLACEHOLDERS = {"prompt", "taskId", "reportFile", "workdir", "step", "reportInstructions"}
-
-activity.register_messages(
-    {
-        "task.created": _("Task %(task)s was created: %(title)s."),
-        "task.blocked": _("Task %(task)s: the agent of step %(step)s waits for a decision."),
-        "task.review": _("Task %(task)s needs a review: %(summary)s"),
-        "task.done": _("Task %(task)s is done."),
-        "task.failed": _("Task %(task)s failed."),
-        "task.cancelled": _("Task %(task)s was cancelled."),
-        "task.approved": _("Task %(task)s was approved."),
-        "task.rejected": _("Task %(task)s was rejected."),
-    },
-    visibility=Visibility.AGENT,
-)
-events.register_types("task.updated", visibility=Visibility.AGENT)
-
-# Why a task failed or was closed: stored as key + params, rendered in each reader's language.
-REASONS: dict[str, Any] = {
-    "step_exit": _("Step %(step)s: the agent exited with code %(code)s."),
-    "step_timeout": _("Step %(step)s did not finish within %(timeout)s s."),
-    "sandbox_gone": _("The task's sandbox %(sandbox)s is gone or not running."),
-    "no_report": _("The last step wrote no report to %(path)s."),
-    "report_not_json": _("The report %(path)s is not valid JSON: %(problem)s."),
-    "report_invalid": _("The report %(path)s does not match its schema: %(problem)s."),
-    "runner_lost": _("The run lost its worker %(attempts)s times and was given up."),
-    "cancelled": _("Cancelled by %(actor)s."),
-    "rejected": _("Rejected by %(actor)s."),
-    "error": _("The run stopped with an error: %(message)s"),
-}
-
-
-def reason(key: str, **params: Any) -> dict[str, Any]:
-    return {"key": key, "params": params}
-
-
-def error_reason(error: RpcError) -> dict[str, Any]:
-    """An error of another service as a reason, its message kept in every language cocoon speaks."""
-    messages = {}
-    for language in LANGUAGES:
-        with translation.override(language):
-            rendered = error.render()
-        details = json.dumps(rendered["details"], ensure_ascii=False)[:1000] if rendered["details"] else ""
-        messages[language] = f"{rendered['message']} {details}".strip()
-    return reason("error", code=str(error.code), messages=messages)
-
-
-def render_reason(value: dict[str, Any] | None, language: str) -> str | None:
-    if not value:
-        return None
-    params = value["params"]
-    if value["key"] == "error":
-        params = params | {"message": params["messages"].get(language) or params["messages"]["en"]}
-    with translation.override(language):
-        return str(REASONS[value["key"]]) % params
-
-
-def report_path(task_id: str) -> str:
-    return f"{WORKSPACE}/.cocoon/report/{task_id}.json"
-
-
-# -- validation ---------------------------------------------------------------------------------------
-
-
-def _field(path: str, code: str, message: Any) -> dict[str, Any]:
-    return {"path": path, "code": code, "message": message}
-
-
-def check_workflow(workflow: list[dict[str, Any]] | None, path: str = "workflow") -> list[dict[str, Any]]:
-    """The workflow with defaults filled in, or invalid_params naming every bad field.
-
-    Profiles and providers are looked up now, so a task never fails hours later on a typo.
-    """
-    ensure_profiles()
-    steps = workflow or [{"profile": DEFAULT_PROFILE}]
-    profiles = set(
-        AgentProfile.objects.filter(name__in={s["profile"] for s in steps}).values_list("name", flat=True)
-    )
-    providers = all_providers()
-    errors = []
-    normalized = []
-    for index, step in enumerate(steps):
-        if step["profile"] not in profiles:
-            message = interpolate_lazy(_("There is no agent profile %(name)s."), {"name": step["profile"]})
-            errors.append(_field(f"{path}.{index}.profile", "unknown_profile", message))
-        template = step.get("prompt", DEFAULT_STEP_PROMPT)
-        for name in sorted({match[1] for match in PLACEHOLDER.finditer(template)} - PLACEHOLDERS):
-            message = interpolate_lazy(
-                _("Unknown placeholder {{%(name)s}}; known are: %(known)s."),
-                {"name": name, "known": ", ".join(sorted(PLACEHOLDERS))},
-            )
-            errors.append(_field(f"{path}.{index}.prompt", "unknown_placeholder", message))
-        for position, provider in enumerate(step.get("providers", [])):
-            if provider not in providers:
-                message = interpolate_lazy(_("There is no provider %(name)s."), {"name": provider})
-                errors.append(_field(f"{path}.{index}.providers.{position}", "unknown_provider", message))
-        normalized.append(
-            step | {"prompt": template, "timeoutS": step.get("timeoutS", DEFAULT_STEP_TIMEOUT_S)}
-        )
-    if errors:
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": errors})
-    return normalized
-
-
-def check_template(params: dict[str, Any], path: str = "") -> dict[str, Any]:
-    """task.create params (a schedule's template too) with the workflow checked and filled in."""
-    prefix = f"{path}." if path else ""
-    if "sandboxId" in params and "sandbox" in params:
-        raise RpcError(
-            ErrorCode.INVALID_PARAMS,
-            details={
-                "fields": [
-                    _field(f"{prefix}sandbox", "conflict", _("Give either sandbox or sandboxId, not both."))
-                ]
-            },
-        )
-    if params.get("sandboxId"):
-        sandboxes.get_sandbox(params["sandboxId"])
-    return params | {"workflow": check_workflow(params.get("workflow"), f"{prefix}workflow")}
-
-
-def check_author(template: dict[str, Any], actor: Actor) -> None:
-    """A task's sandbox and agents are started by the runner as the server, but what they get is the
-    template author's choice: agent tokens get only the allowed network modes and no raw secrets."""
-    if not template.get("sandboxId"):
-        sandboxes.check_network_mode(template.get("sandbox", {}).get("network"), actor)
-    for step in template["workflow"]:
-        check_profile_secrets(AgentProfile.objects.get(pk=step["profile"]).secrets, actor)
-
-
-def render_prompt(template: str, task: Task, step: int) -> str:
-    values = {
-        "prompt": task.prompt,
-        "taskId": task.id,
-        "reportFile": report_path(task.id),
-        "workdir": WORKSPACE,
-        "step": str(step + 1),
-    }
-    values["reportInstructions"] = REPORT_INSTRUCTIONS.format(reportFile=values["reportFile"])
-    return PLACEHOLDER.sub(lambda match: values[match[1]], template)
-
-
-# -- tasks ----------------------------------------------------------------------------------------------
-
-
-def serialize(task: Task, language: str, *, patch: bool = True) -> dict[str, Any]:
-    diff = task.diff
-    if diff is not None and not patch:
-        diff = {"files": diff["files"]}
-    return {
-        "id": task.id,
-        "title": task.title,
-        "prompt": task.prompt,
-        "status": task.status,
-        "reason": render_reason(task.reason, language),
-        "reasonCode": task.reason["key"] if task.reason else None,
-        "sandboxId": task.sandbox_id or None,
-        "ownSandbox": task.own_sandbox,
-        "steps": [definition | state for definition, state in zip(task.workflow, task.steps, strict=True)],
-        "currentStep": task.current_step,
-        "agentIds": [state["agentId"] for state in task.steps if state.get("agentId")],
-        "report": task.report,
-        "diff": diff,
-        "scheduleId": task.schedule_id,
-        "scheduledFor": task.scheduled_for.isoformat() if task.scheduled_for else None,
-        "createdBy": task.created_by,
-        "attempts": task.attempts,
-        "createdAt": task.created_at.isoformat(),
-        "startedAt": task.started_at.isoformat() if task.started_at else None,
-        "finishedAt": task.finished_at.isoformat() if task.finished_at else None,
-        "updatedAt": task.updated_at.isoformat(),
-    }
-
-
-def publish(task: Task) -> None:
-    """task.updated, in English: events go to every subscriber; clients render reasons from reasonCode."""
-    events.publish("task.updated", serialize(task, "en", patch=False), sandbox_id=task.sandbox_id or None)
 
 
 def get_task(task_id: str) -> Task:
@@ -252,9 +53,9 @@ def create_task(
     start: bool = True,
 ) -> Task:
     """A queued task, handed to a runner once the transaction commits (unless start is False)."""
-    checked = check_template(params)
+    checked = workflow.check_template(params)
     if schedule is None:  # a schedule's runs were checked when its template was written
-        check_author(checked, actor)
+        workflow.check_author(checked, actor)
     prompt = checked["prompt"]
     task = Task(
         title=checked.get("title") or (prompt.strip().splitlines() or [""])[0][:200] or "task",
@@ -273,112 +74,23 @@ def create_task(
         activity.record(
             "task.created", {"task": task.id, "title": task.title}, actor=actor, sandbox_id=task.sandbox_id
         )
-        publish(task)
+        publish_task_updated(task)
         if start:
-            start_soon(task.id)
+            send_to_runner(task.id)
     return task
 
 
-def start_soon(task_id: str, stale_after_s: float = STALE_AFTER_S) -> None:
-    """Send the task to a runner once the surrounding transaction commits."""
-    from scheduling.tasks import run_task
-
-    transaction.on_commit(lambda: run_task.delay(task_id, stale_after_s))
-
-
-def _waits_for_its_schedule(task: Task) -> bool:
-    """overlap: queue: a run starts only when no other run of its schedule is running."""
-    return bool(
-        task.schedule_id
-        and task.schedule.overlap == Overlap.QUEUE
-        and Task.objects.filter(schedule_id=task.schedule_id, status=TaskStatus.RUNNING)
-        .exclude(pk=task.pk)
-        .exists()
-    )
-
-
-def claim(task_id: str, token: str, stale_after_s: float) -> Task | None:
-    """Make `token` the task's runner, or None if the task is not ours to run now.
-
-    A queued task is claimed while fewer than COCOON_TASK_CONCURRENCY run; a running one only when
-    its runner's heartbeat is older than stale_after_s (its worker died). The conditional UPDATE is
-    the lock: of two runners given the same task, one wins. Under SQLite two claims may both see a
-    free slot and overshoot the cap by one; the cap keeps worker threads free, it is not a quota.
-    """
-    now = timezone.now()
-    task = Task.objects.select_related("schedule").filter(pk=task_id).first()
-    if task is None:
-        return None
-    if task.status == TaskStatus.QUEUED:
-        running = Task.objects.filter(status=TaskStatus.RUNNING).count()
-        if running >= settings.COCOON_TASK_CONCURRENCY or _waits_for_its_schedule(task):
-            return None
-        won = Task.objects.filter(pk=task_id, status=TaskStatus.QUEUED).update(
-            status=TaskStatus.RUNNING,
-            runner=token,
-            heartbeat_at=now,
-            started_at=now,
-            attempts=F("attempts") + 1,
-        )
-    elif task.status == TaskStatus.RUNNING:
-        cutoff = now - timedelta(seconds=stale_after_s)
-        won = Task.objects.filter(
-            pk=task_id, status=TaskStatus.RUNNING, runner=task.runner, heartbeat_at__lte=cutoff
-        ).update(runner=token, heartbeat_at=now, attempts=F("attempts") + 1)
-    else:
-        return None
-    if not won:
-        return None
-    task.refresh_from_db()
-    if task.status == TaskStatus.RUNNING and task.attempts == 1:
-        publish(task)
-    return task
-
-
-def new_runner_token() -> str:
-    return secrets.token_hex(8)
-
-
-def dispatch() -> int:
-    """Hand queued tasks to runners while there are free slots; returns how many were sent.
-
-    Called when a run ends, by the periodic recovery and at start-up, so a queued task whose message
-    was lost (the in-memory broker does not outlive cocoond) is still started.
-    """
-    free = settings.COCOON_TASK_CONCURRENCY - Task.objects.filter(status=TaskStatus.RUNNING).count()
-    if free <= 0:
-        return 0
-    sent = 0
-    for task in (
-        Task.objects.select_related("schedule").filter(status=TaskStatus.QUEUED).order_by("created_at")
-    ):
-        if sent >= free:
-            break
-        if _waits_for_its_schedule(task):
-            continue
-        start_soon(task.id)
-        sent += 1
-    return sent
-
-
-def recover(stale_after_s: float = STALE_AFTER_S) -> int:
-    """Send every running task whose runner stopped beating to a new runner, then dispatch."""
-    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
-    stale = list(
-        Task.objects.filter(status=TaskStatus.RUNNING, heartbeat_at__lte=cutoff).values_list("id", flat=True)
-    )
-    for task_id in stale:
-        start_soon(task_id, stale_after_s)
-    dispatch()
-    return len(stale)
-
-
-def close(
-    task: Task, status: str, *, why: dict[str, Any] | None = None, key: str, actor: Actor | None
+def close_task(
+    task: Task,
+    status: str,
+    *,
+    reason: dict[str, Any] | None = None,
+    activity_key: str,
+    actor: Actor | None,
 ) -> Task:
     """Put a task into a final (or review) status and say so; drop its own sandbox when it is done."""
     task.status = status
-    task.reason = why
+    task.reason = reason
     task.runner = ""
     if status != TaskStatus.REVIEW:
         task.finished_at = timezone.now()
@@ -389,13 +101,11 @@ def close(
         remove_own_sandbox(task)  # first: whoever sees "done" finds the sandbox gone
     with transaction.atomic():
         task.save()
-        publish(task)
-        activity.record(key, params, actor=actor or SYSTEM_ACTOR, sandbox_id=task.sandbox_id)
+        publish_task_updated(task)
+        activity.record(activity_key, params, actor=actor or SYSTEM_ACTOR, sandbox_id=task.sandbox_id)
     if status in FINISHED_STATUSES and task.schedule_id:
-        from scheduling.schedules import prune_runs
-
-        prune_runs(task.schedule_id)
-    dispatch()
+        prune_schedule_runs(task.schedule_id)
+    dispatch_queued()
     return task
 
 
@@ -410,6 +120,20 @@ def remove_own_sandbox(task: Task) -> None:
             logger.warning("could not remove sandbox %s of task %s: %s", task.sandbox_id, task.id, error)
     except ServiceError as error:
         logger.warning("could not remove sandbox %s of task %s: %s", task.sandbox_id, task.id, error)
+
+
+def prune_schedule_runs(schedule_id: str) -> int:
+    """Delete the schedule's finished runs beyond keepRuns, with their own sandboxes; how many went."""
+    schedule = Schedule.objects.filter(pk=schedule_id).first()
+    if schedule is None:
+        return 0
+    finished = Task.objects.filter(schedule=schedule, status__in=FINISHED_STATUSES).order_by("-created_at")
+    old = list(finished[schedule.keep_runs :])
+    for task in old:
+        if task.own_sandbox and Sandbox.objects.filter(pk=task.sandbox_id).exists():
+            remove_own_sandbox(task)
+        task.delete()
+    return len(old)
 
 
 def _reviewable(task_id: str) -> Task:
@@ -457,14 +181,18 @@ def approve_task(
                 actor=actor,
             )
             task.report = (task.report or {}) | {"pullRequest": created}
-    return close(task, TaskStatus.DONE, key="task.approved", actor=actor)
+    return close_task(task, TaskStatus.DONE, activity_key="task.approved", actor=actor)
 
 
 def reject_task(task_id: str, *, actor: Actor) -> Task:
     """Close a task in review without taking its changes; its sandbox stays until retention or delete."""
     task = _reviewable(task_id)
-    return close(
-        task, TaskStatus.CANCELLED, why=reason("rejected", actor=actor.name), key="task.rejected", actor=actor
+    return close_task(
+        task,
+        TaskStatus.CANCELLED,
+        reason=closing_reason("rejected", actor=actor.name),
+        activity_key="task.rejected",
+        actor=actor,
     )
 
 
@@ -481,11 +209,11 @@ def cancel_task(task_id: str, *, actor: Actor) -> Task:
     agent_id = task.steps[task.current_step].get("agentId") if task.status == TaskStatus.RUNNING else None
     if task.status == TaskStatus.RUNNING:
         task.steps[task.current_step]["status"] = StepStatus.FAILED
-    task = close(
+    task = close_task(
         task,
         TaskStatus.CANCELLED,
-        why=reason("cancelled", actor=actor.name),
-        key="task.cancelled",
+        reason=closing_reason("cancelled", actor=actor.name),
+        activity_key="task.cancelled",
         actor=actor,
     )
     if agent_id:

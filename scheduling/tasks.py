@@ -2,12 +2,13 @@
 
 from celery import shared_task
 
-from scheduling import runner, schedules, services
+from scheduling import runner, schedules
+from scheduling.dispatch import RUN_TASK, STALE_AFTER_S, recover_runs
 
 
-@shared_task(name="scheduling.tasks.run_task")
-def run_task(task_id: str, stale_after_s: float = services.STALE_AFTER_S) -> str | None:
-    return runner.run_task(task_id, stale_after_s)
+@shared_task(name=RUN_TASK)
+def run_task(task_id: str, stale_after_s: float = STALE_AFTER_S) -> str | None:
+    return runner.drive_task(task_id, stale_after_s)
 
 
 @shared_task(name="scheduling.tasks.tick")
@@ -17,4 +18,4 @@ def tick() -> int:
 
 @shared_task(name="scheduling.tasks.recover")
 def recover() -> int:
-    return services.recover()
+    return recover_runs()

@@ -341,7 +341,8 @@ def test_overlap_skip_starts_nothing_while_a_run_is_open(clock_db):
 
 
 def test_overlap_queue_creates_the_run_but_starts_it_after_the_open_one(clock_db):
-    from scheduling import schedules, services
+    from scheduling import schedules
+    from scheduling.dispatch import STALE_AFTER_S, claim_task
     from scheduling.models import Task
 
     minutely("queue")
@@ -349,11 +350,11 @@ def test_overlap_queue_creates_the_run_but_starts_it_after_the_open_one(clock_db
     Task.objects.filter(pk=first.pk).update(status="running")
     [second] = schedules.tick(at(2))
     assert second.status == "queued"
-    assert services.claim(second.id, "runner-a", services.STALE_AFTER_S) is None  # waits for the first
+    assert claim_task(second.id, "runner-a", STALE_AFTER_S) is None  # waits for the first
     Task.objects.filter(pk=first.pk).update(status="done")
-    claimed = services.claim(second.id, "runner-a", services.STALE_AFTER_S)
+    claimed = claim_task(second.id, "runner-a", STALE_AFTER_S)
     assert (claimed.status, claimed.runner, claimed.attempts) == ("running", "runner-a", 1)
-    assert services.claim(second.id, "runner-b", services.STALE_AFTER_S) is None  # one runner at a time
+    assert claim_task(second.id, "runner-b", STALE_AFTER_S) is None  # one runner at a time
 
 
 def test_an_outage_of_ten_minutes_is_caught_up_with_exactly_one_run(clock_db):
@@ -378,14 +379,14 @@ def test_keep_runs_leaves_two_finished_runs_and_removes_older_sandboxes(
     from django.conf import settings
 
     from sandboxes.models import Sandbox
-    from scheduling import runner, schedules
+    from scheduling import runner, schedules, services
     from scheduling.models import Task
 
     schedule = minutely(keep_runs=2, step={"profile": "shell", "prompt": "exit 3", "timeoutS": 60})
     runs = [task for minute in (1, 2, 3) for task in schedules.tick(at(minute))]
     finished = []
     for task in runs:
-        assert runner.run_task(task.id) == "failed"  # a failed run keeps its sandbox for a look...
+        assert runner.drive_task(task.id) == "failed"  # a failed run keeps its sandbox for a look...
         finished.append(Task.objects.get(pk=task.pk))
         assert finished[-1].reason == {"key": "step_exit", "params": {"step": 1, "code": 3}}
     kept = list(Task.objects.filter(schedule=schedule).order_by("scheduled_for"))
@@ -397,7 +398,7 @@ def test_keep_runs_leaves_two_finished_runs_and_removes_older_sandboxes(
     assert f"{settings.COCOON_INSTANCE}-{finished[1].sandbox_id}" in names
     for task in kept:
         Sandbox.objects.get(pk=task.sandbox_id)
-        schedules.services.remove_own_sandbox(task)
+        services.remove_own_sandbox(task)
 
 
 # With SEEN set, only says whether the question is on a screen; without, answers it.
@@ -450,7 +451,7 @@ def test_a_blocked_agent_is_reported_and_waited_for_until_it_goes_on(clock_db, s
     helper = threading.Thread(target=answer, daemon=True)
     helper.start()
     try:
-        assert runner.run_task(task.id) == "done"
+        assert runner.drive_task(task.id) == "done"
     finally:
         answered.set()
         helper.join()
@@ -518,13 +519,14 @@ def test_a_run_that_keeps_losing_its_worker_is_given_up_not_left_running(clock_d
     from django.utils import timezone
 
     from scheduling import runner, services
+    from scheduling.dispatch import STALE_AFTER_S
     from scheduling.models import Task
 
     task = services.create_task(shell_task(shell("exit")), actor=SYSTEM_ACTOR)
-    stale = timezone.now() - timedelta(seconds=services.STALE_AFTER_S + 1)
+    stale = timezone.now() - timedelta(seconds=STALE_AFTER_S + 1)
     Task.objects.filter(pk=task.pk).update(status="running", runner="dead", heartbeat_at=stale, attempts=3)
-    assert runner.run_task(task.id, stale_after_s=3600) is None  # its heartbeat is not that old
-    assert runner.run_task(task.id) == "failed"
+    assert runner.drive_task(task.id, stale_after_s=3600) is None  # its heartbeat is not that old
+    assert runner.drive_task(task.id) == "failed"
     task.refresh_from_db()
     assert (task.status, task.reason["key"], task.attempts, task.runner) == ("failed", "runner_lost", 4, "")
 

@@ -360,12 +360,13 @@ def in_review(title: str, **fields) -> str:
     from agents.profiles import ensure_profiles
     from cocoon.actors import SYSTEM_ACTOR
     from scheduling import services
+    from scheduling.models import Task
 
     ensure_profiles()
     task = services.create_task(
         {"prompt": "p", "title": title, "workflow": [{"profile": "shell"}]}, actor=SYSTEM_ACTOR, start=False
     )
-    services.Task.objects.filter(pk=task.id).update(status="review", **fields)
+    Task.objects.filter(pk=task.id).update(status="review", **fields)
     return task.id
 
 

@@ -13,6 +13,7 @@ from cocoon import activity
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+from cocoon.lookup import get_or_not_found
 
 # Screen patterns are regular expressions, searched in the last lines of the screen (agents.status).
 BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
@@ -78,10 +79,7 @@ def list_profiles() -> list[AgentProfile]:
 
 def get_profile(name: str) -> AgentProfile:
     ensure_profiles()
-    profile = AgentProfile.objects.filter(pk=name).first()
-    if profile is None:
-        raise RpcError(ErrorCode.NOT_FOUND, _("There is no agent profile %(name)s."), name=name)
-    return profile
+    return get_or_not_found(AgentProfile, name, _("There is no agent profile %(name)s."), name=name)
 
 
 def serialize_profile(profile: AgentProfile) -> dict[str, Any]:

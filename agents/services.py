@@ -22,6 +22,7 @@ from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import TokenScope, Visibility
 from cocoon.errors import ErrorCode, RpcError
+from cocoon.lookup import get_or_not_found
 from egress import providers as egress_providers
 from egress import services as egress
 from sandboxes.choices import SandboxState
@@ -77,10 +78,8 @@ events.register_types("agent.updated", visibility=Visibility.AGENT)
 
 
 def get_agent(agent_id: str) -> Agent:
-    agent = Agent.objects.select_related("sandbox").filter(pk=agent_id).first()
-    if agent is None:
-        raise RpcError(ErrorCode.NOT_FOUND, _("Agent %(id)s does not exist."), id=agent_id)
-    return agent
+    agents = Agent.objects.select_related("sandbox")
+    return get_or_not_found(agents, agent_id, _("Agent %(id)s does not exist."), id=agent_id)
 
 
 def serialize(agent: Agent) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
+from cocoon.lookup import get_or_not_found
 from sandboxes import networking, signals
 from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
@@ -93,10 +94,7 @@ def _publish(sandbox: Sandbox) -> None:
 
 
 def get_sandbox(sandbox_id: str) -> Sandbox:
-    sandbox = Sandbox.objects.filter(pk=sandbox_id).first()
-    if sandbox is None:
-        raise RpcError(ErrorCode.NOT_FOUND, _("Sandbox %(id)s does not exist."), id=sandbox_id)
-    return sandbox
+    return get_or_not_found(Sandbox, sandbox_id, _("Sandbox %(id)s does not exist."), id=sandbox_id)
 
 
 def _limits(requested: dict[str, Any] | None, defaults: dict[str, Any]) -> Limits:

@@ -17,14 +17,14 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events
 from cocoon.actors import Actor
-from cocoon.choices import Visibility
+from cocoon.choices import NetworkMode, ProviderKind, Visibility
 from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
 from cocoon.models import SettingsDocument
 from cocoon.schema import BOOLEAN, Schema, array, compile_schema, enum, integer, obj, string, validate
 
-NETWORK_MODES = ("none", "egress", "open")
-PROVIDER_KINDS = ("anthropic", "openai", "http")
 PROVIDER_AUTH = ("bearer", "x-api-key", "header", "none")
+# A provider's id: its key in settings.providers and its path on the credential proxy (/p-<id>/).
+PROVIDER_ID_PATTERN = "^[a-z0-9][a-z0-9-]{0,31}$"
 SECRET_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 # An npm package spec: name or @scope/name, optionally @version or @tag. Never a path, URL or option.
 NPM_SPEC_PATTERN = r"^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*(@[A-Za-z0-9._^~<>=| -]+)?$"
@@ -94,7 +94,7 @@ NAME_PATTERN = rf"^(?:{LABEL}\.)*{TOP_LABEL}$"
 HOST = string(pattern=rf"^(?:\*\.)?{NAME_PATTERN[1:]}", maxLength=255)
 PROVIDER = obj(
     {
-        "kind": enum(*PROVIDER_KINDS),
+        "kind": enum(*ProviderKind.values),
         "baseUrl": string(pattern="^https?://", maxLength=2000),
         "secret": string(pattern=SECRET_NAME_PATTERN),
         "auth": enum(*PROVIDER_AUTH),
@@ -118,7 +118,7 @@ SETTINGS_SCHEMA: Schema = obj(
         "sandbox": obj(
             {
                 "image": string(minLength=1, maxLength=300),
-                "network": enum(*NETWORK_MODES),
+                "network": enum(*NetworkMode.values),
                 "runtime": string(maxLength=50),
                 "readOnlyRoot": BOOLEAN,
                 "limits": LIMITS,
@@ -152,7 +152,7 @@ SETTINGS_SCHEMA: Schema = obj(
         ),
         "providers": {
             "type": "object",
-            "propertyNames": {"pattern": "^[a-z0-9][a-z0-9-]{0,31}$"},
+            "propertyNames": {"pattern": PROVIDER_ID_PATTERN},
             "additionalProperties": PROVIDER,
         },
         "secrets": {
@@ -161,7 +161,11 @@ SETTINGS_SCHEMA: Schema = obj(
             "additionalProperties": obj({"raw": BOOLEAN}, required=("raw",)),
         },
         "security": obj(
-            {"agentNetworkModes": array(enum(*NETWORK_MODES), uniqueItems=True, maxItems=len(NETWORK_MODES))},
+            {
+                "agentNetworkModes": array(
+                    enum(*NetworkMode.values), uniqueItems=True, maxItems=len(NetworkMode)
+                )
+            },
             required=("agentNetworkModes",),
         ),
         "agents": obj({"resumeAfterRestart": BOOLEAN}, required=("resumeAfterRestart",)),

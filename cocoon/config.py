@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, events
 from cocoon.actors import Actor
 from cocoon.choices import NetworkMode, ProviderKind, Visibility
-from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+from cocoon.errors import field, fields_error, interpolate_lazy
 from cocoon.models import SettingsDocument
 from cocoon.schema import BOOLEAN, Schema, array, compile_schema, enum, integer, obj, string, validate
 
@@ -221,25 +221,23 @@ def leaf_paths(patch: dict[str, Any], prefix: str = "") -> list[str]:
 def _check_limits(document: dict[str, Any]) -> None:
     sandbox = document["sandbox"]
     fields = [
-        {
-            "path": f"sandbox.limits.{name}",
-            "code": "maximum",
-            "message": interpolate_lazy(
-                _("Must be at most %(limit)s."), {"limit": sandbox["maxLimits"][name]}
-            ),
-        }
+        field(
+            f"sandbox.limits.{name}",
+            interpolate_lazy(_("Must be at most %(limit)s."), {"limit": sandbox["maxLimits"][name]}),
+            "maximum",
+        )
         for name, value in sandbox["limits"].items()
         if value > sandbox["maxLimits"][name]
     ]
     if fields:
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields})
+        raise fields_error(fields)
 
 
 def _check_consumable(document: dict[str, Any]) -> None:
     """What the schema cannot say but the egress proxy needs: a provider's base URL names a host it
     can dial, and the CA bundle is one. A value it could not use would make it refuse the policy."""
     fields = [
-        {"path": f"providers.{name}.baseUrl", "code": "invalid", "message": _("Has an invalid format.")}
+        field(f"providers.{name}.baseUrl", _("Has an invalid format."))
         for name, provider in document["providers"].items()
         if not _dialable(provider["baseUrl"])
     ]
@@ -248,9 +246,9 @@ def _check_consumable(document: dict[str, Any]) -> None:
             ssl.create_default_context().load_verify_locations(cadata=bundle)
         except (ssl.SSLError, ValueError):
             message = _("Is not a bundle of PEM certificates.")
-            fields.append({"path": "egress.caBundle", "code": "invalid", "message": message})
+            fields.append(field("egress.caBundle", message))
     if fields:
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields})
+        raise fields_error(fields)
 
 
 def _dialable(url: str) -> bool:
@@ -329,12 +327,12 @@ def reset_settings(keys: list[str] | None, *, actor: Actor) -> dict[str, Any]:
     if not keys:
         return _save({}, "settings.reset", ["*"], actor)
     unknown = [
-        {"path": f"keys.{index}", "code": "unknown_setting", "message": _("Unknown setting.")}
+        field(f"keys.{index}", _("Unknown setting."), "unknown_setting")
         for index, key in enumerate(keys)
         if not _is_known_path(key.split("."))
     ]
     if unknown:
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": unknown})
+        raise fields_error(unknown)
     overrides = copy.deepcopy(_row().overrides)
     for key in keys:
         _remove_path(overrides, key.split("."))

@@ -218,19 +218,23 @@ def leaf_paths(patch: dict[str, Any], prefix: str = "") -> list[str]:
     return paths
 
 
-def _check_limits(document: dict[str, Any]) -> None:
-    sandbox = document["sandbox"]
+def check_limits(limits: dict[str, Any], maxima: dict[str, Any], path: str) -> None:
+    """Raises invalid_params naming each of limits above its maximum; path is where limits sit."""
     fields = [
         field(
-            f"sandbox.limits.{name}",
-            interpolate_lazy(_("Must be at most %(limit)s."), {"limit": sandbox["maxLimits"][name]}),
+            f"{path}.{name}",
+            interpolate_lazy(_("Must be at most %(limit)s."), {"limit": maxima[name]}),
             "maximum",
         )
-        for name, value in sandbox["limits"].items()
-        if value > sandbox["maxLimits"][name]
+        for name, value in limits.items()
+        if value > maxima[name]
     ]
     if fields:
         raise fields_error(fields)
+
+
+def _check_limits(document: dict[str, Any]) -> None:
+    check_limits(document["sandbox"]["limits"], document["sandbox"]["maxLimits"], "sandbox.limits")
 
 
 def _check_consumable(document: dict[str, Any]) -> None:

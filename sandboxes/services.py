@@ -99,18 +99,7 @@ def get_sandbox(sandbox_id: str) -> Sandbox:
 
 def _limits(requested: dict[str, Any] | None, defaults: dict[str, Any]) -> Limits:
     limits = defaults["limits"] | (requested or {})
-    maxima = defaults["maxLimits"]
-    fields = [
-        field(
-            f"limits.{name}",
-            interpolate_lazy(_("Must be at most %(limit)s."), {"limit": maxima[name]}),
-            "maximum",
-        )
-        for name, value in limits.items()
-        if value > maxima[name]
-    ]
-    if fields:
-        raise fields_error(fields)
+    config.check_limits(limits, defaults["maxLimits"], "limits")
     return Limits(cpus=float(limits["cpus"]), memory_mb=int(limits["memoryMb"]), pids=int(limits["pids"]))
 
 

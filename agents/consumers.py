@@ -14,10 +14,9 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from agents.choices import AgentStatus
-from agents.models import Agent
+from agents.services import live_agent
 from cocoon.consumers import CLOSE_UNAUTHORIZED, RECHECK_AFTER_S, LiveCredentials
-from sandboxes.choices import SandboxState
+from cocoon.errors import ErrorCode, RpcError
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, TtySession
 
@@ -42,14 +41,10 @@ class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
             return
         await self.join_auth_group()
         agent_id = self.scope["url_route"]["kwargs"]["agent_id"]
-        agent = await database_sync_to_async(
-            Agent.objects.select_related("sandbox").filter(pk=agent_id).first
-        )()
-        if agent is None:
-            await self.close(code=CLOSE_NOT_FOUND)
-            return
-        if agent.status == AgentStatus.EXITED or agent.sandbox.state != SandboxState.RUNNING:
-            await self.close(code=CLOSE_CONFLICT)
+        try:
+            agent = await database_sync_to_async(live_agent)(agent_id)
+        except RpcError as error:
+            await self.close(code=CLOSE_NOT_FOUND if error.code == ErrorCode.NOT_FOUND else CLOSE_CONFLICT)
             return
         query = self.scope["query"]
         self.read_only = (query.get("mode") or [""])[0] == "ro"

@@ -4,7 +4,7 @@ from typing import Any
 
 from agents import poller, profiles, services, tmux
 from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, StatusSource
-from cocoon.config import SECRET_NAME_PATTERN
+from cocoon.config import PROVIDER_ID_PATTERN, SECRET_NAME_PATTERN
 from cocoon.registry import Call, registry
 from cocoon.schema import (
     BOOLEAN,
@@ -65,7 +65,7 @@ BY_NAME = obj({"name": PROFILE_NAME}, required=("name",))
             "profile": string(minLength=1, maxLength=64),
             "prompt": string(maxLength=100_000),
             "env": ENV,
-            "providers": array(string(pattern="^[a-z0-9][a-z0-9-]{0,31}$"), maxItems=10, uniqueItems=True),
+            "providers": array(string(pattern=PROVIDER_ID_PATTERN), maxItems=10, uniqueItems=True),
             "model": string(minLength=1, maxLength=200),
             "cols": integer(minimum=20, maximum=500),
             "rows": integer(minimum=5, maximum=300),

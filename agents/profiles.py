@@ -12,7 +12,8 @@ from agents.status import ScreenRules
 from cocoon import activity
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+from cocoon.errors import ErrorCode, RpcError, field, fields_error, interpolate_lazy
+from cocoon.lookup import get_or_not_found
 
 # Screen patterns are regular expressions, searched in the last lines of the screen (agents.status).
 BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
@@ -78,10 +79,7 @@ def list_profiles() -> list[AgentProfile]:
 
 def get_profile(name: str) -> AgentProfile:
     ensure_profiles()
-    profile = AgentProfile.objects.filter(pk=name).first()
-    if profile is None:
-        raise RpcError(ErrorCode.NOT_FOUND, _("There is no agent profile %(name)s."), name=name)
-    return profile
+    return get_or_not_found(AgentProfile, name, _("There is no agent profile %(name)s."), name=name)
 
 
 def serialize_profile(profile: AgentProfile) -> dict[str, Any]:
@@ -106,9 +104,9 @@ def _check_patterns(fields: dict[str, Any]) -> None:
             regex.compile(pattern, regex.VERSION0)
         except regex.error as error:
             message = interpolate_lazy(_("Not a regular expression: %(error)s."), {"error": str(error)})
-            errors.append({"path": path, "code": "regex", "message": message})
+            errors.append(field(path, message, "regex"))
     if errors:
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": errors})
+        raise fields_error(errors)
 
 
 def _apply(profile: AgentProfile, fields: dict[str, Any]) -> None:
@@ -149,8 +147,8 @@ def reset_profile(name: str, *, actor: Actor) -> AgentProfile:
             name=name,
         )
     defaults = AgentProfile(name=name, builtin=True, **BUILTIN_PROFILES[name])
-    for field in FIELDS.values():
-        setattr(profile, field, getattr(defaults, field))
+    for attribute in FIELDS.values():
+        setattr(profile, attribute, getattr(defaults, attribute))
     profile.save()
     activity.record("profile.reset", {"name": name}, actor=actor)
     return profile

@@ -22,6 +22,7 @@ from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import TokenScope, Visibility
 from cocoon.errors import ErrorCode, RpcError
+from cocoon.lookup import get_or_not_found
 from egress import providers as egress_providers
 from egress import services as egress
 from sandboxes.choices import SandboxState
@@ -77,10 +78,8 @@ events.register_types("agent.updated", visibility=Visibility.AGENT)
 
 
 def get_agent(agent_id: str) -> Agent:
-    agent = Agent.objects.select_related("sandbox").filter(pk=agent_id).first()
-    if agent is None:
-        raise RpcError(ErrorCode.NOT_FOUND, _("Agent %(id)s does not exist."), id=agent_id)
-    return agent
+    agents = Agent.objects.select_related("sandbox")
+    return get_or_not_found(agents, agent_id, _("Agent %(id)s does not exist."), id=agent_id)
 
 
 def serialize(agent: Agent) -> dict[str, Any]:
@@ -215,7 +214,8 @@ def publish(agent: Agent) -> None:
     events.publish("agent.updated", serialize(agent), sandbox_id=agent.sandbox_id, agent_id=agent.id)
 
 
-def _live(agent_id: str) -> Agent:
+def live_agent(agent_id: str) -> Agent:
+    """The agent, or not_found; conflict when it has exited or its sandbox is not running."""
     agent = get_agent(agent_id)
     if agent.status == AgentStatus.EXITED:
         raise RpcError(ErrorCode.CONFLICT, _("Agent %(id)s has exited."), id=agent.id)
@@ -224,7 +224,7 @@ def _live(agent_id: str) -> Agent:
 
 
 def send_input(agent_id: str, text: str, *, actor: Actor, enter: bool = True) -> None:
-    agent = _live(agent_id)
+    agent = live_agent(agent_id)
     tmux.run(agent.sandbox_id, [*tmux.TMUX, "send-keys", "-t", f"={agent.id}:", "-l", "--", text])
     if enter:
         tmux.run(agent.sandbox_id, [*tmux.TMUX, "send-keys", "-t", f"={agent.id}:", "Enter"])
@@ -235,7 +235,7 @@ def send_keys(agent_id: str, keys: list[str], *, actor: Actor) -> None:
     unknown = [key for key in keys if key not in tmux.KEYS]
     if unknown:
         raise RpcError(ErrorCode.INVALID_PARAMS, _("Unknown keys: %(keys)s."), keys=", ".join(unknown))
-    agent = _live(agent_id)
+    agent = live_agent(agent_id)
     tmux.run(agent.sandbox_id, [*tmux.TMUX, "send-keys", "-t", f"={agent.id}:", *keys])
     Agent.objects.filter(pk=agent.pk).update(last_input_at=timezone.now())
 

@@ -17,14 +17,14 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events
 from cocoon.actors import Actor
-from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+from cocoon.choices import NetworkMode, ProviderKind, Visibility
+from cocoon.errors import field, fields_error, interpolate_lazy
 from cocoon.models import SettingsDocument
 from cocoon.schema import BOOLEAN, Schema, array, compile_schema, enum, integer, obj, string, validate
 
-NETWORK_MODES = ("none", "egress", "open")
-PROVIDER_KINDS = ("anthropic", "openai", "http")
 PROVIDER_AUTH = ("bearer", "x-api-key", "header", "none")
+# A provider's id: its key in settings.providers and its path on the credential proxy (/p-<id>/).
+PROVIDER_ID_PATTERN = "^[a-z0-9][a-z0-9-]{0,31}$"
 SECRET_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 # An npm package spec: name or @scope/name, optionally @version or @tag. Never a path, URL or option.
 NPM_SPEC_PATTERN = r"^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*(@[A-Za-z0-9._^~<>=| -]+)?$"
@@ -94,7 +94,7 @@ NAME_PATTERN = rf"^(?:{LABEL}\.)*{TOP_LABEL}$"
 HOST = string(pattern=rf"^(?:\*\.)?{NAME_PATTERN[1:]}", maxLength=255)
 PROVIDER = obj(
     {
-        "kind": enum(*PROVIDER_KINDS),
+        "kind": enum(*ProviderKind.values),
         "baseUrl": string(pattern="^https?://", maxLength=2000),
         "secret": string(pattern=SECRET_NAME_PATTERN),
         "auth": enum(*PROVIDER_AUTH),
@@ -118,7 +118,7 @@ SETTINGS_SCHEMA: Schema = obj(
         "sandbox": obj(
             {
                 "image": string(minLength=1, maxLength=300),
-                "network": enum(*NETWORK_MODES),
+                "network": enum(*NetworkMode.values),
                 "runtime": string(maxLength=50),
                 "readOnlyRoot": BOOLEAN,
                 "limits": LIMITS,
@@ -152,7 +152,7 @@ SETTINGS_SCHEMA: Schema = obj(
         ),
         "providers": {
             "type": "object",
-            "propertyNames": {"pattern": "^[a-z0-9][a-z0-9-]{0,31}$"},
+            "propertyNames": {"pattern": PROVIDER_ID_PATTERN},
             "additionalProperties": PROVIDER,
         },
         "secrets": {
@@ -161,7 +161,11 @@ SETTINGS_SCHEMA: Schema = obj(
             "additionalProperties": obj({"raw": BOOLEAN}, required=("raw",)),
         },
         "security": obj(
-            {"agentNetworkModes": array(enum(*NETWORK_MODES), uniqueItems=True, maxItems=len(NETWORK_MODES))},
+            {
+                "agentNetworkModes": array(
+                    enum(*NetworkMode.values), uniqueItems=True, maxItems=len(NetworkMode)
+                )
+            },
             required=("agentNetworkModes",),
         ),
         "agents": obj({"resumeAfterRestart": BOOLEAN}, required=("resumeAfterRestart",)),
@@ -214,28 +218,30 @@ def leaf_paths(patch: dict[str, Any], prefix: str = "") -> list[str]:
     return paths
 
 
-def _check_limits(document: dict[str, Any]) -> None:
-    sandbox = document["sandbox"]
+def check_limits(limits: dict[str, Any], maxima: dict[str, Any], path: str) -> None:
+    """Raises invalid_params naming each of limits above its maximum; path is where limits sit."""
     fields = [
-        {
-            "path": f"sandbox.limits.{name}",
-            "code": "maximum",
-            "message": interpolate_lazy(
-                _("Must be at most %(limit)s."), {"limit": sandbox["maxLimits"][name]}
-            ),
-        }
-        for name, value in sandbox["limits"].items()
-        if value > sandbox["maxLimits"][name]
+        field(
+            f"{path}.{name}",
+            interpolate_lazy(_("Must be at most %(limit)s."), {"limit": maxima[name]}),
+            "maximum",
+        )
+        for name, value in limits.items()
+        if value > maxima[name]
     ]
     if fields:
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields})
+        raise fields_error(fields)
+
+
+def _check_limits(document: dict[str, Any]) -> None:
+    check_limits(document["sandbox"]["limits"], document["sandbox"]["maxLimits"], "sandbox.limits")
 
 
 def _check_consumable(document: dict[str, Any]) -> None:
     """What the schema cannot say but the egress proxy needs: a provider's base URL names a host it
     can dial, and the CA bundle is one. A value it could not use would make it refuse the policy."""
     fields = [
-        {"path": f"providers.{name}.baseUrl", "code": "invalid", "message": _("Has an invalid format.")}
+        field(f"providers.{name}.baseUrl", _("Has an invalid format."))
         for name, provider in document["providers"].items()
         if not _dialable(provider["baseUrl"])
     ]
@@ -244,9 +250,9 @@ def _check_consumable(document: dict[str, Any]) -> None:
             ssl.create_default_context().load_verify_locations(cadata=bundle)
         except (ssl.SSLError, ValueError):
             message = _("Is not a bundle of PEM certificates.")
-            fields.append({"path": "egress.caBundle", "code": "invalid", "message": message})
+            fields.append(field("egress.caBundle", message))
     if fields:
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields})
+        raise fields_error(fields)
 
 
 def _dialable(url: str) -> bool:
@@ -325,12 +331,12 @@ def reset_settings(keys: list[str] | None, *, actor: Actor) -> dict[str, Any]:
     if not keys:
         return _save({}, "settings.reset", ["*"], actor)
     unknown = [
-        {"path": f"keys.{index}", "code": "unknown_setting", "message": _("Unknown setting.")}
+        field(f"keys.{index}", _("Unknown setting."), "unknown_setting")
         for index, key in enumerate(keys)
         if not _is_known_path(key.split("."))
     ]
     if unknown:
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": unknown})
+        raise fields_error(unknown)
     overrides = copy.deepcopy(_row().overrides)
     for key in keys:
         _remove_path(overrides, key.split("."))

@@ -126,11 +126,19 @@ class ServiceError(Exception):
         raise NotImplementedError
 
 
+def field(path: str, message: Any, code: str = "invalid") -> dict[str, Any]:
+    """One entry of details.fields[]: the shape schema validation answers in."""
+    return {"path": path, "code": code, "message": message}
+
+
+def fields_error(fields: list[dict[str, Any]], **details: Any) -> RpcError:
+    """invalid_params naming fields (built with field()), with any further details."""
+    return RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields, **details})
+
+
 def field_error(path: str, message: Any, code: str = "invalid") -> RpcError:
-    """invalid_params naming one field, in the shape schema validation uses (details.fields[])."""
-    return RpcError(
-        ErrorCode.INVALID_PARAMS, details={"fields": [{"path": path, "code": code, "message": message}]}
-    )
+    """invalid_params naming one field."""
+    return fields_error([field(path, message, code)])
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:

@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy as _
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from cocoon.errors import ErrorCode, RpcError, interpolate_lazy
+from cocoon.errors import field, fields_error, interpolate_lazy
 
 Schema = dict[str, Any]
 
@@ -74,10 +74,7 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
     kind = str(error.validator)
     if kind == "required":
         missing = [name for name in value if name not in error.instance]
-        return [
-            {"path": _join([*path, name]), "code": "required", "message": _("This field is required.")}
-            for name in missing
-        ]
+        return [field(_join([*path, name]), _("This field is required."), "required") for name in missing]
     if kind == "anyOf" and all(set(choice) == {"required"} for choice in value):
         # Alternative parameter sets (schedule.preview: cron, or a saved scheduleId).
         names = [name for choice in value for name in choice["required"]]
@@ -85,17 +82,14 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
             _("One of these fields is required: %(names)s."), {"names": ", ".join(names)}
         )
         # Shown at the first alternative, where a form would ask for it.
-        return [{"path": _join([*path, names[0]]), "code": "required", "message": message}]
+        return [field(_join([*path, names[0]]), message, "required")]
     if kind == "additionalProperties" and isinstance(error.instance, dict):
         known = error.schema.get("properties", {})
         patterns = error.schema.get("patternProperties", {})
         extra = [
             key for key in error.instance if key not in known and not any(re.search(p, key) for p in patterns)
         ]
-        return [
-            {"path": _join([*path, key]), "code": "unknown_field", "message": _("Unknown field.")}
-            for key in extra
-        ]
+        return [field(_join([*path, key]), _("Unknown field."), "unknown_field") for key in extra]
     if kind == "type":
         names = value if isinstance(value, str) else " | ".join(value)
         message = interpolate_lazy(_("Must be of type %(type)s."), {"type": names})
@@ -108,7 +102,7 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
         message = _("Has an invalid format.")
     else:
         message = _("Is not valid.")
-    return [{"path": _join(path), "code": kind, "message": message}]
+    return [field(_join(path), message, kind)]
 
 
 def compile_schema(schema: Schema) -> Draft202012Validator:
@@ -120,7 +114,7 @@ def validate(validator: Draft202012Validator, instance: Any) -> None:
     """Raise invalid_params listing every field error, or return if instance matches."""
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        fields = [field for error in errors for field in _field_errors(error)]
+        fields = [entry for error in errors for entry in _field_errors(error)]
         # One missing or unknown name is reported once, though each failing keyword lists them all.
-        fields = list({(field["path"], field["code"]): field for field in fields}.values())
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields})
+        fields = list({(entry["path"], entry["code"]): entry for entry in fields}.values())
+        raise fields_error(fields)

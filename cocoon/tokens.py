@@ -14,6 +14,7 @@ from cocoon import activity, events
 from cocoon.actors import ENV_ACTOR, Actor
 from cocoon.choices import TokenScope
 from cocoon.errors import ErrorCode, RpcError
+from cocoon.lookup import get_or_not_found
 from cocoon.models import ApiToken
 
 TOKEN_PREFIX = "cct_"
@@ -88,9 +89,7 @@ def create_token(
 
 def revoke_token(token_id: str, *, actor: Actor) -> None:
     with transaction.atomic():
-        token = ApiToken.objects.filter(pk=token_id).first()
-        if token is None:
-            raise RpcError(ErrorCode.NOT_FOUND, _("Token %(id)s does not exist."), id=token_id)
+        token = get_or_not_found(ApiToken, token_id, _("Token %(id)s does not exist."), id=token_id)
         other_admins = ApiToken.objects.filter(scope=TokenScope.ADMIN).exclude(pk=token.pk)
         if token.scope == TokenScope.ADMIN and not settings.COCOON_TOKEN and not other_admins.exists():
             raise RpcError(

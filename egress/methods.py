@@ -6,6 +6,7 @@ from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import config
+from cocoon.choices import ProviderKind
 from cocoon.errors import ErrorCode, RpcError
 from cocoon.registry import Call, registry
 from cocoon.schema import BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, integer, nullable, obj, string
@@ -36,7 +37,7 @@ EGRESS_STATUS = obj(
         "policyError": nullable(STRING),
     }
 )
-PROVIDER_ID = string(pattern="^[a-z0-9][a-z0-9-]{0,31}$")
+PROVIDER_ID = string(pattern=config.PROVIDER_ID_PATTERN)
 
 
 @registry.method(
@@ -107,7 +108,7 @@ def egress_allow(call: Call) -> dict[str, Any]:
 PROVIDER_VIEW = obj(
     {
         "id": STRING,
-        "kind": enum(*config.PROVIDER_KINDS),
+        "kind": enum(*ProviderKind.values),
         "baseUrl": STRING,
         "secret": STRING,
         "auth": enum(*config.PROVIDER_AUTH),

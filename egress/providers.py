@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import config, vault
 from cocoon.actors import Actor
+from cocoon.choices import ProviderKind
 from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
 from sandboxes.choices import NetworkMode
 
@@ -18,19 +19,19 @@ OAUTH_SECRET = "CLAUDE_CODE_OAUTH_TOKEN"
 
 BUILTIN: dict[str, dict[str, Any]] = {
     "anthropic": {
-        "kind": "anthropic",
+        "kind": ProviderKind.ANTHROPIC,
         "baseUrl": "https://api.anthropic.com",
         "secret": "ANTHROPIC_API_KEY",
         "auth": "x-api-key",
     },
     "openai": {
-        "kind": "openai",
+        "kind": ProviderKind.OPENAI,
         "baseUrl": "https://api.openai.com/v1",
         "secret": "OPENAI_API_KEY",
         "auth": "bearer",
     },
     "anthropic-oauth": {
-        "kind": "anthropic",
+        "kind": ProviderKind.ANTHROPIC,
         "baseUrl": "https://api.anthropic.com",
         "secret": OAUTH_SECRET,
         "auth": "bearer",
@@ -58,18 +59,18 @@ def key_of(provider: dict[str, Any]) -> str:
 
 
 def env_prefix(provider_id: str, provider: dict[str, Any]) -> str:
-    if provider["kind"] == "anthropic":
+    if provider["kind"] == ProviderKind.ANTHROPIC:
         return "ANTHROPIC"
-    if provider["kind"] == "openai":
+    if provider["kind"] == ProviderKind.OPENAI:
         return "OPENAI"
     return provider.get("envPrefix") or provider_id.upper().replace("-", "_")
 
 
 def key_variable(provider_id: str, provider: dict[str, Any]) -> str:
     prefix = env_prefix(provider_id, provider)
-    if provider["kind"] == "anthropic" and provider.get("secret") == OAUTH_SECRET:
+    if provider["kind"] == ProviderKind.ANTHROPIC and provider.get("secret") == OAUTH_SECRET:
         return OAUTH_SECRET
-    if provider["kind"] == "anthropic" and provider.get("auth") == "bearer":
+    if provider["kind"] == ProviderKind.ANTHROPIC and provider.get("auth") == "bearer":
         return "ANTHROPIC_AUTH_TOKEN"
     return f"{prefix}_API_KEY"
 
@@ -164,7 +165,7 @@ def credentials_env(
             env[key_variable(provider_id, provider)] = key
             raw += [] if proxied else [provider["secret"]]
         chosen_model = model or provider.get("defaultModel", "")
-        if chosen_model and provider["kind"] in {"anthropic", "openai"}:
+        if chosen_model and provider["kind"] in {ProviderKind.ANTHROPIC, ProviderKind.OPENAI}:
             env[f"{prefix}_MODEL"] = chosen_model
     unbrokered = _unbrokered(profile.secrets, document)
     for name in [*raw, *unbrokered]:
@@ -231,9 +232,9 @@ def _probe(provider: dict[str, Any], key: str) -> tuple[str, dict[str, str]]:
         headers["x-api-key"] = key
     elif auth == "header":
         headers[provider["header"]] = provider.get("prefix", "") + key
-    if provider["kind"] == "anthropic":
+    if provider["kind"] == ProviderKind.ANTHROPIC:
         return f"{base}/v1/models", headers | {"anthropic-version": "2023-06-01"}
-    if provider["kind"] == "openai":
+    if provider["kind"] == ProviderKind.OPENAI:
         return f"{base}/models", headers
     return base, headers
 

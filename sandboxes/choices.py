@@ -1,5 +1,10 @@
 from django.db import models
 
+# The settings schema in the core names the network modes too; this app's name for them stays valid.
+from cocoon.choices import NetworkMode
+
+__all__ = ["Capability", "ImageVariant", "NetworkMode", "SandboxState"]
+
 
 class SandboxState(models.TextChoices):
     CREATING = "creating", "creating"
@@ -7,13 +12,6 @@ class SandboxState(models.TextChoices):
     STOPPED = "stopped", "stopped"
     ERROR = "error", "error"
     MISSING = "missing", "missing"  # the container is gone from the engine
-
-
-class NetworkMode(models.TextChoices):
-    NONE = "none", "none"  # loopback only
-    # Each sandbox with network has its own, shared only with the egress proxy.
-    EGRESS = "egress", "egress"  # an internal network; the egress proxy is the way out
-    OPEN = "open", "open"  # a bridge with free internet
 
 
 class Capability(models.TextChoices):

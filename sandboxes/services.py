@@ -19,7 +19,8 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
+from cocoon.errors import ErrorCode, RpcError, field, field_error, fields_error, interpolate_lazy
+from cocoon.lookup import get_or_not_found
 from sandboxes import networking, signals
 from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
@@ -93,26 +94,12 @@ def _publish(sandbox: Sandbox) -> None:
 
 
 def get_sandbox(sandbox_id: str) -> Sandbox:
-    sandbox = Sandbox.objects.filter(pk=sandbox_id).first()
-    if sandbox is None:
-        raise RpcError(ErrorCode.NOT_FOUND, _("Sandbox %(id)s does not exist."), id=sandbox_id)
-    return sandbox
+    return get_or_not_found(Sandbox, sandbox_id, _("Sandbox %(id)s does not exist."), id=sandbox_id)
 
 
 def _limits(requested: dict[str, Any] | None, defaults: dict[str, Any]) -> Limits:
     limits = defaults["limits"] | (requested or {})
-    maxima = defaults["maxLimits"]
-    fields = [
-        {
-            "path": f"limits.{name}",
-            "code": "maximum",
-            "message": interpolate_lazy(_("Must be at most %(limit)s."), {"limit": maxima[name]}),
-        }
-        for name, value in limits.items()
-        if value > maxima[name]
-    ]
-    if fields:
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields})
+    config.check_limits(limits, defaults["maxLimits"], "limits")
     return Limits(cpus=float(limits["cpus"]), memory_mb=int(limits["memoryMb"]), pids=int(limits["pids"]))
 
 
@@ -283,8 +270,8 @@ def _clone_repository(sandbox: Sandbox) -> None:
     result = driver.exec(sandbox.id, [*clone, "--", sandbox.repo, "."], env=GIT_ENV, timeout=CLONE_TIMEOUT_S)
     if result.exit_code != 0:
         last_line = (result.stderr.decode(errors="replace").strip().splitlines() or [""])[-1]
-        field = {"path": "repo", "code": "clone_failed", "message": _("The repository could not be cloned.")}
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": [field], "git": last_line[:500]})
+        failed = field("repo", _("The repository could not be cloned."), "clone_failed")
+        raise fields_error([failed], git=last_line[:500])
     result = driver.exec(sandbox.id, ["git", "tag", BASELINE_TAG], env=GIT_ENV, timeout=60)
     if result.exit_code != 0:
         raise DriverError(

@@ -10,7 +10,8 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from agents.choices import PromptMode
-from cocoon.config import NETWORK_MODES, PROVIDER_AUTH, PROVIDER_KINDS
+from cocoon.choices import NetworkMode, ProviderKind
+from cocoon.config import PROVIDER_AUTH
 from cocoon.errors import RpcError
 from cocoon.i18n import LANGUAGES
 from ui import web
@@ -53,7 +54,7 @@ GENERAL_FIELDS = [
     Field("general.language", _("Default language"), "choice", tuple(LANGUAGES)),
     Field("general.activityRetentionDays", _("Keep activity (days)"), "int"),
     Field("sandbox.image", _("Sandbox image")),
-    Field("sandbox.network", _("Default network"), "choice", NETWORK_MODES),
+    Field("sandbox.network", _("Default network"), "choice", tuple(NetworkMode.values)),
     Field("sandbox.runtime", _("Default runtime")),
     Field("sandbox.readOnlyRoot", _("Read-only root filesystem for new sandboxes"), "bool"),
     Field("sandbox.limits.cpus", _("CPUs per sandbox"), "number"),
@@ -147,7 +148,7 @@ def providers(request: HttpRequest) -> HttpResponse:
         "section": "providers",
         "providers": sorted(call(request, "settings.get")["providers"].items()),
         "secrets": [secret["name"] for secret in call(request, "secrets.list")],
-        "kinds": PROVIDER_KINDS,
+        "kinds": ProviderKind.values,
         "auths": PROVIDER_AUTH,
         "edit": request.GET.get("edit", ""),
     }

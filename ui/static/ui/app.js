@@ -1,6 +1,7 @@
 // Every logged-in page: live updates over /v1/ws (no polling), the blocked-agent counter, the
 // language switch, and forms that submit without leaving the page (data-async).
-const strings = JSON.parse(document.getElementById("ui-strings").textContent);
+import { socketUrl, strings } from "./shared.js";
+
 const blocked = new Set(JSON.parse(document.getElementById("ui-blocked").textContent));
 const baseTitle = document.title;
 const csrfToken = () => document.querySelector("input[name=csrfmiddlewaretoken]")?.value ?? "";
@@ -168,8 +169,7 @@ for (const type of ["image.build", "toolbox.install"]) {
 let retry = 500;
 function connect() {
   const state = document.getElementById("live-state");
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${location.host}/v1/ws?lang=${document.body.dataset.language}`);
+  const socket = new WebSocket(socketUrl("/v1/ws", { lang: document.body.dataset.language }));
   socket.addEventListener("open", () => {
     retry = 500;
     socket.send(JSON.stringify({ id: 1, method: "events.subscribe",

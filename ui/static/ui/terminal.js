@@ -1,6 +1,7 @@
 // The browser terminal: xterm.js + fit addon over WS /v1/agents/<id>/attach (binary frames both ways,
 // a text frame {"type": "resize", cols, rows} on every size change).
-const strings = JSON.parse(document.getElementById("ui-strings").textContent);
+import { socketUrl, strings } from "./shared.js";
+
 const element = document.getElementById("terminal");
 const readOnly = element.dataset.readOnly === "1";
 const state = document.getElementById("terminal-state");
@@ -17,10 +18,8 @@ terminal.loadAddon(fit);
 terminal.open(element);
 fit.fit();
 
-const scheme = location.protocol === "https:" ? "wss" : "ws";
-const query = new URLSearchParams({ cols: terminal.cols, rows: terminal.rows });
-if (readOnly) query.set("mode", "ro");
-const socket = new WebSocket(`${scheme}://${location.host}/v1/agents/${element.dataset.agentId}/attach?${query}`);
+const query = { cols: terminal.cols, rows: terminal.rows, ...(readOnly ? { mode: "ro" } : {}) };
+const socket = new WebSocket(socketUrl(`/v1/agents/${element.dataset.agentId}/attach`, query));
 socket.binaryType = "arraybuffer";
 const encoder = new TextEncoder();
 

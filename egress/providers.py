@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import config, vault
@@ -39,6 +40,15 @@ BUILTIN: dict[str, dict[str, Any]] = {
 }
 TEST_TIMEOUT_S = 10
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
+
+
+@transaction.atomic
+def save_provider(provider_id: str, provider: dict[str, Any], *, actor: Actor) -> dict[str, Any]:
+    """Replace a configured provider's whole entry (a merge would keep fields the caller left out);
+    returns the settings document."""
+    if provider_id in config.get_settings()["providers"]:
+        config.reset_settings([f"providers.{provider_id}"], actor=actor)
+    return config.update_settings({"providers": {provider_id: provider}}, actor=actor)
 
 
 def all_providers(document: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:

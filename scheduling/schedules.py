@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.errors import ErrorCode, RpcError, field_error
+from cocoon.lookup import get_or_not_found
 from scheduling import cron, services, workflow
 from scheduling.choices import OPEN_STATUSES, Overlap
 from scheduling.dispatch import STALE_AFTER_S, recover_runs
@@ -29,10 +30,7 @@ MAX_MISSED_COUNTED = 10_000  # an outage of years is not walked minute by minute
 
 
 def get_schedule(schedule_id: str) -> Schedule:
-    schedule = Schedule.objects.filter(pk=schedule_id).first()
-    if schedule is None:
-        raise RpcError(ErrorCode.NOT_FOUND, _("Schedule %(id)s does not exist."), id=schedule_id)
-    return schedule
+    return get_or_not_found(Schedule, schedule_id, _("Schedule %(id)s does not exist."), id=schedule_id)
 
 
 def list_schedules() -> list[Schedule]:

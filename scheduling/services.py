@@ -14,6 +14,7 @@ from agents import services as agents
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.errors import ErrorCode, RpcError, ServiceError
+from cocoon.lookup import get_or_not_found
 from sandboxes import services as sandboxes
 from sandboxes.models import Sandbox
 from scheduling import workflow
@@ -27,10 +28,7 @@ logger = logging.getLogger(__name__)
 
 
 def get_task(task_id: str) -> Task:
-    task = Task.objects.filter(pk=task_id).first()
-    if task is None:
-        raise RpcError(ErrorCode.NOT_FOUND, _("Task %(id)s does not exist."), id=task_id)
-    return task
+    return get_or_not_found(Task, task_id, _("Task %(id)s does not exist."), id=task_id)
 
 
 def list_tasks(

@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy as _
 from agents.models import AgentProfile
 from agents.profiles import ensure_profiles
 from cocoon.actors import Actor
-from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
+from cocoon.errors import field, field_error, fields_error, interpolate_lazy
 from egress.providers import all_providers, check_profile_secrets
 from sandboxes import services as sandboxes
 from sandboxes.drivers.base import WORKSPACE
@@ -32,10 +32,6 @@ def report_path(task_id: str) -> str:
     return f"{WORKSPACE}/.cocoon/report/{task_id}.json"
 
 
-def _field(path: str, code: str, message: Any) -> dict[str, Any]:
-    return {"path": path, "code": code, "message": message}
-
-
 def check_workflow(workflow: list[dict[str, Any]] | None, path: str = "workflow") -> list[dict[str, Any]]:
     """The workflow with defaults filled in, or invalid_params naming every bad field.
 
@@ -52,23 +48,23 @@ def check_workflow(workflow: list[dict[str, Any]] | None, path: str = "workflow"
     for index, step in enumerate(steps):
         if step["profile"] not in profiles:
             message = interpolate_lazy(_("There is no agent profile %(name)s."), {"name": step["profile"]})
-            errors.append(_field(f"{path}.{index}.profile", "unknown_profile", message))
+            errors.append(field(f"{path}.{index}.profile", message, "unknown_profile"))
         template = step.get("prompt", DEFAULT_STEP_PROMPT)
         for name in sorted({match[1] for match in PLACEHOLDER.finditer(template)} - PLACEHOLDERS):
             message = interpolate_lazy(
                 _("Unknown placeholder {{%(name)s}}; known are: %(known)s."),
                 {"name": name, "known": ", ".join(sorted(PLACEHOLDERS))},
             )
-            errors.append(_field(f"{path}.{index}.prompt", "unknown_placeholder", message))
+            errors.append(field(f"{path}.{index}.prompt", message, "unknown_placeholder"))
         for position, provider in enumerate(step.get("providers", [])):
             if provider not in providers:
                 message = interpolate_lazy(_("There is no provider %(name)s."), {"name": provider})
-                errors.append(_field(f"{path}.{index}.providers.{position}", "unknown_provider", message))
+                errors.append(field(f"{path}.{index}.providers.{position}", message, "unknown_provider"))
         normalized.append(
             step | {"prompt": template, "timeoutS": step.get("timeoutS", DEFAULT_STEP_TIMEOUT_S)}
         )
     if errors:
-        raise RpcError(ErrorCode.INVALID_PARAMS, details={"fields": errors})
+        raise fields_error(errors)
     return normalized
 
 

@@ -304,6 +304,26 @@ def test_the_provider_test_button_sends_the_unsaved_form():
     assert "127.0.0.1:9" in answer["message"]
 
 
+def test_saving_a_provider_replaces_its_whole_entry_and_a_bad_one_changes_nothing():
+    from cocoon.config import get_settings
+
+    client, _plain = logged_in()
+    form = {"name": "gw", "kind": "http", "baseUrl": "http://127.0.0.1:9/v1", "auth": "header"}
+    client.post("/settings/providers/save", form | {"header": "X-Key", "envPrefix": "GW"})
+    assert get_settings()["providers"]["gw"]["header"] == "X-Key"
+    client.post("/settings/providers/save", form | {"auth": "bearer"})  # the form cleared header
+    saved = get_settings()["providers"]["gw"]
+    assert (saved["auth"], "header" in saved, "envPrefix" in saved) == ("bearer", False, False)
+    page = client.post(
+        "/settings/providers/save",
+        form | {"baseUrl": "ftp://x"},
+        HTTP_REFERER="/settings/providers",
+        follow=True,
+    )
+    assert "providers.gw.baseUrl" in page.content.decode()
+    assert get_settings()["providers"]["gw"]["baseUrl"] == "http://127.0.0.1:9/v1"
+
+
 def test_the_tasks_slot_appears_with_task_list():
     client, _plain = logged_in(TokenScope.AGENT)
     assert 'href="/tasks/"' in client.get("/").content.decode()

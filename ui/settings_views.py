@@ -3,7 +3,6 @@
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
@@ -14,6 +13,7 @@ from cocoon.choices import NetworkMode, ProviderKind
 from cocoon.config import PROVIDER_AUTH
 from cocoon.errors import RpcError
 from cocoon.i18n import LANGUAGES
+from egress.providers import save_provider
 from ui import web
 from ui.web import call, done, page, show
 
@@ -159,10 +159,7 @@ def providers(request: HttpRequest) -> HttpResponse:
 @require_POST
 def provider_save(request: HttpRequest) -> HttpResponse:
     name = request.POST.get("name", "").strip()
-    with transaction.atomic():  # replace the whole entry: a merge would keep fields the form cleared
-        if name in call(request, "settings.get")["providers"]:
-            call(request, "settings.reset", keys=[f"providers.{name}"])
-        call(request, "settings.update", providers={name: _provider_from(request.POST)})
+    save_provider(name, _provider_from(request.POST), actor=request.actor)
     return done(request, reverse("ui:providers"), _("Provider %(name)s saved.") % {"name": name})
 
 

@@ -22,6 +22,8 @@ OPT_COCOON = Path(settings.BASE_DIR) / "images" / "sandbox" / "opt-cocoon"
 TOOLBOX_MANIFEST = ".cocoon-toolbox.json"
 # Output of one exec is capped, so a runaway command cannot exhaust cocoond's memory.
 MAX_EXEC_OUTPUT = 4 * 1024 * 1024
+# The tmux server agents run in, inside every sandbox (`tmux -L cocoon`); under bwrap it is the keeper.
+TMUX_SOCKET = "cocoon"
 
 
 class DriverError(ServiceError):
@@ -137,6 +139,15 @@ class SandboxDriver(abc.ABC):
     @abc.abstractmethod
     def ensure_networks(self, *modes: str) -> None:
         """Create the networks of these modes, by default those sandboxes use (idempotent)."""
+
+    # Agents' terminals
+
+    def agent_terminal_command(self, agent_id: str, *, read_only: bool = False) -> list[str]:
+        """The command open_tty runs to show an agent's tmux session (a viewer of its own)."""
+        # Without $TMUX: under bwrap the viewer's own terminal is a pane of the same tmux server, and
+        # tmux refuses to attach from inside itself unless told it is not nested.
+        command = ["env", "-u", "TMUX", "tmux", "-L", TMUX_SOCKET, "attach-session", "-t", f"={agent_id}"]
+        return [*command, "-r"] if read_only else command
 
     @abc.abstractmethod
     def create(self, spec: SandboxSpec) -> EngineState:

@@ -48,15 +48,12 @@ class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
             return
         query = self.scope["query"]
         self.read_only = (query.get("mode") or [""])[0] == "ro"
-        # Without $TMUX: under bwrap the viewer's own terminal is a pane of the same tmux server, and
-        # tmux refuses to attach from inside itself unless told it is not nested.
-        command = ["env", "-u", "TMUX", "tmux", "-L", "cocoon", "attach-session", "-t", f"={agent.id}"]
-        if self.read_only:
-            command.append("-r")
         cols, rows = _size(query, "cols", 120, 20, 500), _size(query, "rows", 40, 5, 300)
         try:
+            driver = get_driver()
+            command = driver.agent_terminal_command(agent.id, read_only=self.read_only)
             self.tty = await asyncio.to_thread(
-                get_driver().open_tty, agent.sandbox_id, command, cols=cols, rows=rows
+                driver.open_tty, agent.sandbox_id, command, cols=cols, rows=rows
             )
         except DriverError:
             await self.close(code=CLOSE_CONFLICT)

@@ -5,8 +5,10 @@ and the poll script. Everything these print is the sandbox's, so hostile: the ho
 import shlex
 
 from sandboxes.drivers import get_driver
+from sandboxes.drivers.base import TMUX_SOCKET
 
-TMUX = ["tmux", "-L", "cocoon"]
+TMUX = ["tmux", "-L", TMUX_SOCKET]
+TMUX_LINE = shlex.join(TMUX)  # the same, in the scripts below
 KEYS = {
     "Enter", "Escape", "Tab", "BTab", "Space", "BSpace", "Up", "Down", "Left", "Right", "Home", "End",
     "PageUp", "PageDown", "DC", "C-c", "C-d", "C-z", "C-l", "C-u", "C-a", "C-e", "C-r", "y", "n",
@@ -42,15 +44,15 @@ for pair in "$@"; do
   id=${{pair%%=*}}; known=${{pair#*=}}
   hook=$(small "/opt/cocoon/status/$id"); code=$(small "/opt/cocoon/status/$id.exit")
   alive=0; command=; screen=; text=; above=
-  if dead=$(tmux -L cocoon display-message -p -t "=$id:" '#{{pane_dead}}' 2>/dev/null); then
+  if dead=$({TMUX_LINE} display-message -p -t "=$id:" '#{{pane_dead}}' 2>/dev/null); then
     [ "$dead" = 1 ] || alive=1
-    command=$(tmux -L cocoon display-message -p -t "=$id:" '#{{pane_current_command}}' | head -c 100 | clean)
-    screen=$(tmux -L cocoon capture-pane -p -t "=$id:" | md5sum | cut -c1-32)
+    command=$({TMUX_LINE} display-message -p -t "=$id:" '#{{pane_current_command}}' | head -c 100 | clean)
+    screen=$({TMUX_LINE} capture-pane -p -t "=$id:" | md5sum | cut -c1-32)
     if [ "$screen" != "$known" ]; then
-      text=$(text tmux -L cocoon capture-pane -p -t "=$id:")
-      above=$(text tmux -L cocoon capture-pane -p -t "=$id:" -S -{SCROLLBACK_LINES} -E -1)
+      text=$(text {TMUX_LINE} capture-pane -p -t "=$id:")
+      above=$(text {TMUX_LINE} capture-pane -p -t "=$id:" -S -{SCROLLBACK_LINES} -E -1)
     fi
-    [ "$alive" = 1 ] || tmux -L cocoon kill-session -t "=$id" 2>/dev/null
+    [ "$alive" = 1 ] || {TMUX_LINE} kill-session -t "=$id" 2>/dev/null
   fi
   printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' \\
     "$id" "$alive" "$code" "$hook" "$command" "$screen" "$text" "$above"
@@ -58,7 +60,9 @@ done
 """
 POLL_FIELDS = 8
 # The sandbox's clock, then every session with when it was made (for agents.poller.sweep_sessions).
-SESSIONS = "date +%s; tmux -L cocoon list-sessions -F '#{session_name} #{session_created}' 2>/dev/null; true"
+SESSIONS = (
+    f"date +%s; {TMUX_LINE} list-sessions -F '#{{session_name}} #{{session_created}}' 2>/dev/null; true"
+)
 
 
 def run(sandbox_id: str, command: list[str], stdin: bytes | None = None) -> str:

@@ -6,17 +6,10 @@ class SandboxesConfig(AppConfig):
     name = "sandboxes"
 
     def ready(self) -> None:
-        from docker.errors import DockerException
-        from requests.exceptions import ConnectionError as EngineUnreachable
-
         from cocoon.registry import registry
         from cocoon.system import register_info
         from sandboxes import setup
-        from sandboxes.drivers.base import DriverError
+        from sandboxes.drivers import as_driver_error, engine_errors
 
-        registry.translate(
-            DockerException,
-            EngineUnreachable,
-            into=lambda error: DriverError(str(getattr(error, "explanation", None) or error)),
-        )
+        registry.translate(*engine_errors(), into=as_driver_error)
         register_info(setup.engine_info)

@@ -11,7 +11,7 @@ from cocoon.choices import Visibility
 from cocoon.errors import ErrorCode, RpcError
 from sandboxes.choices import Capability, ImageVariant
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import DriverError
+from sandboxes.drivers.base import DriverError, SandboxDriver
 
 CONTEXT = Path(settings.BASE_DIR) / "images" / "sandbox"
 REPOSITORY = "cocoon-sandbox"
@@ -30,21 +30,23 @@ def image_tag(variant: str) -> str:
     return f"{REPOSITORY}:{TAGS[ImageVariant(variant)]}"
 
 
-def _docker_client() -> Any:
+def _image_driver() -> SandboxDriver:
     driver = get_driver()
     if Capability.IMAGES not in driver.capabilities():
         raise RpcError(ErrorCode.CONFLICT, _("The %(driver)s driver has no images."), driver=driver.kind)
-    return driver.client
+    return driver
 
 
 def image_status() -> list[dict[str, Any]]:
-    client = _docker_client()
+    driver = _image_driver()
     status = []
     for variant in ImageVariant:
         tag = image_tag(variant)
         try:
-            image = client.images.get(tag)
-        except Exception:
+            image = driver.image_info(tag)
+        except DriverError:
+            image = None
+        if image is None:
             status.append({"variant": variant.value, "tag": tag, "present": False})
             continue
         status.append(
@@ -53,8 +55,8 @@ def image_status() -> list[dict[str, Any]]:
                 "tag": tag,
                 "present": True,
                 "id": image.id,
-                "sizeMb": round(image.attrs["Size"] / 1e6, 1),
-                "createdAt": image.attrs["Created"],
+                "sizeMb": round(image.size_bytes / 1e6, 1),
+                "createdAt": image.created_at,
             }
         )
     return status
@@ -62,7 +64,7 @@ def image_status() -> list[dict[str, Any]]:
 
 def build_image(variant: str) -> str:
     """Build one variant; every line of build output goes out as an image.build event."""
-    client = _docker_client()
+    driver = _image_driver()
     tag = image_tag(variant)
 
     def progress(status: str, **data: Any) -> None:
@@ -70,20 +72,8 @@ def build_image(variant: str) -> str:
 
     progress("started")
     try:
-        for chunk in client.api.build(
-            path=str(CONTEXT),
-            tag=tag,
-            target=variant,
-            rm=True,
-            forcerm=True,
-            decode=True,
-            labels={"io.cocoon.image": "sandbox"},
-        ):
-            if "error" in chunk:
-                raise DriverError(chunk["error"].strip())
-            line = chunk.get("stream", "").strip()
-            if line:
-                progress("progress", line=line)
+        for line in driver.build_image(CONTEXT, tag, kind="sandbox", target=variant):
+            progress("progress", line=line)
     except Exception as error:
         progress("failed", error=str(error)[:2000])
         activity.record("image.build_failed", {"tag": tag})

@@ -47,3 +47,16 @@ def get_driver() -> SandboxDriver:
 
         return BwrapDriver()
     raise DriverError("no sandbox engine found: install Docker, Podman or bubblewrap")
+
+
+def engine_errors() -> tuple[type[Exception], ...]:
+    """The engine SDK's exceptions (and an unreachable engine's), which the method registry shows as a
+    DriverError should one escape a driver."""
+    from docker.errors import DockerException
+    from requests.exceptions import ConnectionError as EngineUnreachable
+
+    return DockerException, EngineUnreachable
+
+
+def as_driver_error(error: Exception) -> DriverError:
+    return DriverError(str(getattr(error, "explanation", None) or error))

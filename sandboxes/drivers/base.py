@@ -22,6 +22,8 @@ OPT_COCOON = Path(settings.BASE_DIR) / "images" / "sandbox" / "opt-cocoon"
 TOOLBOX_MANIFEST = ".cocoon-toolbox.json"
 # Output of one exec is capped, so a runaway command cannot exhaust cocoond's memory.
 MAX_EXEC_OUTPUT = 4 * 1024 * 1024
+# The tmux server agents run in, inside every sandbox (`tmux -L cocoon`); under bwrap it is the keeper.
+TMUX_SOCKET = "cocoon"
 
 
 class DriverError(ServiceError):
@@ -86,6 +88,38 @@ class ExecResult:
         return self
 
 
+@dataclass(frozen=True)
+class ImageInfo:
+    id: str
+    size_bytes: int
+    created_at: str  # as the engine wrote it (RFC 3339)
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """One of cocoon's own service containers (the egress proxy). The engine runs it hardened (read-only
+    root, no capabilities, no new privileges) as cocoond's user, on the "outbound" network and, under
+    alias, on every sandbox's own network, and restarts it unless it was stopped."""
+
+    name: str  # e.g. "egress-proxy": its kind label; its engine object name carries the instance prefix
+    image: str
+    memory_mb: int
+    pids: int
+    alias: str
+    binds: dict[str, str] = field(default_factory=dict)  # path inside -> host path
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """What the engine says about one service container."""
+
+    running: bool
+    address: str | None  # on the "outbound" network
+    addresses: dict[str, str] = field(default_factory=dict)  # network name -> its address there
+    started_at: float | None = None  # epoch seconds, while running
+
+
 class TtySession(abc.ABC):
     """An interactive terminal into a sandbox: bytes both ways, resizable."""
 
@@ -123,6 +157,9 @@ class SandboxDriver(abc.ABC):
     @abc.abstractmethod
     def capabilities(self) -> list[str]: ...
 
+    def _lacks(self, what: str) -> DriverError:
+        return DriverError(f"the {self.kind} driver has no {what}")
+
     def runtimes(self) -> list[str]:
         return []
 
@@ -134,9 +171,72 @@ class SandboxDriver(abc.ABC):
     @abc.abstractmethod
     def image_exists(self, image: str) -> bool: ...
 
+    # Images: only drivers with Capability.IMAGES have them; the defaults are for those without.
+
+    def image_info(self, image: str) -> ImageInfo | None:
+        """The image's facts, or None when the engine has no such image."""
+        raise self._lacks("images")
+
+    def build_image(self, context: Path, tag: str, *, kind: str, target: str | None = None) -> Iterator[str]:
+        """Build context's Dockerfile (its stage target) as tag, labelled io.cocoon.image=kind; yields the
+        build's output line by line and raises DriverError when the build fails."""
+        raise self._lacks("images")
+
+    # Networks: drivers with Capability.EGRESS_ENFORCED give each sandbox a network of its own, where the
+    # egress proxy is its only neighbour; the defaults are for drivers without.
+
     @abc.abstractmethod
     def ensure_networks(self, *modes: str) -> None:
         """Create the networks of these modes, by default those sandboxes use (idempotent)."""
+
+    def networks_exist(self, *modes: str) -> bool:
+        """Whether the networks ensure_networks(*modes) creates are there; True where it creates none."""
+        return True
+
+    def sandbox_network(self, sandbox_id: str) -> str:
+        """The name of the sandbox's own network (the key of its address in EngineState.ips)."""
+        raise self._lacks("networks of sandboxes' own")
+
+    def create_sandbox_network(self, sandbox_id: str, mode: str) -> str:
+        """Create the sandbox's own network for a network mode (before create()); returns its name."""
+        raise self._lacks("networks of sandboxes' own")
+
+    # Service containers (the egress proxy), by ServiceSpec.name: only where egress is enforced.
+
+    def find_service(self, name: str) -> ServiceState | None:
+        """The service's state, or None when it does not exist."""
+        raise self._lacks("service containers")
+
+    def service_image_tags(self, name: str) -> list[str]:
+        """The tags of the image the service runs (none when that image has lost its tags)."""
+        raise self._lacks("service containers")
+
+    def create_service(self, spec: ServiceSpec) -> ServiceState:
+        """Create the service, not started; on failure nothing of it is left in the engine."""
+        raise self._lacks("service containers")
+
+    def start_service(self, name: str) -> ServiceState:
+        raise self._lacks("service containers")
+
+    def restart_service(self, name: str) -> None:
+        raise self._lacks("service containers")
+
+    def connect_service(self, name: str, network: str, alias: str) -> ServiceState:
+        """Attach the service to a network (a sandbox's own) under alias."""
+        raise self._lacks("service containers")
+
+    def remove_service(self, name: str) -> None:
+        """Remove the service, running or not; a missing one is fine."""
+        raise self._lacks("service containers")
+
+    # Agents' terminals
+
+    def agent_terminal_command(self, agent_id: str, *, read_only: bool = False) -> list[str]:
+        """The command open_tty runs to show an agent's tmux session (a viewer of its own)."""
+        # Without $TMUX: under bwrap the viewer's own terminal is a pane of the same tmux server, and
+        # tmux refuses to attach from inside itself unless told it is not nested.
+        command = ["env", "-u", "TMUX", "tmux", "-L", TMUX_SOCKET, "attach-session", "-t", f"={agent_id}"]
+        return [*command, "-r"] if read_only else command
 
     @abc.abstractmethod
     def create(self, spec: SandboxSpec) -> EngineState:

@@ -12,6 +12,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,13 @@ from sandboxes.drivers.base import (
     DriverError,
     EngineState,
     ExecResult,
+    ImageInfo,
     ImageNotFound,
     SandboxDriver,
     SandboxNotFound,
     SandboxSpec,
+    ServiceSpec,
+    ServiceState,
     TtySession,
     labels,
     object_name,
@@ -70,6 +74,19 @@ def _sandbox_errors(error: Exception) -> DriverError:
     if isinstance(error, NotFound) and not isinstance(error, DockerImageNotFound):
         return SandboxNotFound(str(error.explanation or error))
     return _errors(error)
+
+
+def _addresses(container: Any) -> dict[str, str]:
+    """The container's address on each network it is on."""
+    networks = container.attrs["NetworkSettings"].get("Networks") or {}
+    return {name: network["IPAddress"] for name, network in networks.items() if network.get("IPAddress")}
+
+
+def _started_at(container: Any) -> float:
+    stamp = container.attrs["State"]["StartedAt"]  # RFC 3339 with nanoseconds
+    seconds, _, fraction = stamp.rstrip("Z").partition(".")
+    started = datetime.fromisoformat(seconds).replace(tzinfo=UTC).timestamp()
+    return started + float(f"0.{fraction or 0}")
 
 
 def _host_routes() -> list[ipaddress.IPv4Network]:
@@ -148,7 +165,7 @@ class DockerDriver(SandboxDriver):
         self.base_url = base_url
 
     @cached_property
-    def client(self) -> docker.DockerClient:
+    def _client(self) -> docker.DockerClient:
         if self.base_url:
             return docker.DockerClient(base_url=self.base_url, timeout=120)
         return docker.from_env(timeout=120)
@@ -178,39 +195,80 @@ class DockerDriver(SandboxDriver):
 
     def keeps_sandboxes_across_engine_restarts(self) -> bool | None:
         try:
-            return bool(self.client.info().get("LiveRestoreEnabled"))
+            return bool(self._client.info().get("LiveRestoreEnabled"))
         except Exception as error:
             raise _errors(error) from error
 
     def _available_runtimes(self) -> list[str]:
         try:
-            available = self.client.info().get("Runtimes", {})
+            available = self._client.info().get("Runtimes", {})
         except Exception:  # an engine that is down offers nothing
             return []
         return [runtime for runtime in OPTIONAL_RUNTIMES if runtime in available]
 
     def image_exists(self, image: str) -> bool:
         try:
-            self.client.images.get(image)
+            self._client.images.get(image)
         except DockerImageNotFound:
             return False
         except APIError as error:
             raise _errors(error) from error
         return True
 
+    def image_info(self, image: str) -> ImageInfo | None:
+        try:
+            found = self._client.images.get(image)
+        except DockerImageNotFound:
+            return None
+        except Exception as error:
+            raise _errors(error) from error
+        return ImageInfo(id=found.id, size_bytes=found.attrs["Size"], created_at=found.attrs["Created"])
+
+    def build_image(self, context: Path, tag: str, *, kind: str, target: str | None = None) -> Iterator[str]:
+        try:
+            for chunk in self._client.api.build(
+                path=str(context),
+                tag=tag,
+                target=target,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                labels={"io.cocoon.image": kind},
+            ):
+                if "error" in chunk:
+                    raise DriverError(chunk["error"].strip())
+                if line := chunk.get("stream", "").strip():
+                    yield line
+        except DriverError:
+            raise
+        except Exception as error:
+            raise _errors(error) from error
+
     # -- networks -------------------------------------------------------------------------------
 
-    def network_name(self, mode: str) -> str | None:
+    def _network_name(self, mode: str) -> str | None:
         """The shared networks: only "outbound", the egress proxy's way out (sandboxes get their own)."""
         return object_name("outbound") if mode == "outbound" else None
 
-    def ensure_networks(self, *modes: str) -> None:
-        wanted = [self.network_name(mode) for mode in modes or ("outbound",)]
+    def _existing_networks(self, modes: tuple[str, ...]) -> tuple[list[str], set[str]]:
+        """The names of the shared networks of these modes (by default those sandboxes use), and those
+        of them the engine has."""
+        wanted = [name for mode in modes or ("outbound",) if (name := self._network_name(mode))]
+        return wanted, {network.name for network in self._client.networks.list(names=wanted)}
+
+    def networks_exist(self, *modes: str) -> bool:
         try:
-            existing = {network.name for network in self.client.networks.list(names=wanted)}
+            wanted, existing = self._existing_networks(modes)
+        except Exception as error:
+            raise _errors(error) from error
+        return set(wanted) <= existing
+
+    def ensure_networks(self, *modes: str) -> None:
+        try:
+            wanted, existing = self._existing_networks(modes)
             for name in wanted:
                 if name not in existing:
-                    self.client.networks.create(name, driver="bridge", labels=labels("network"))
+                    self._client.networks.create(name, driver="bridge", labels=labels("network"))
         except APIError as error:
             raise _errors(error) from error
 
@@ -229,7 +287,7 @@ class DockerDriver(SandboxDriver):
             pool = docker.types.IPAMPool(subnet=str(subnet), gateway=str(subnet[1]))
             ipam = docker.types.IPAMConfig(pool_configs=[pool])
             try:
-                self.client.networks.create(
+                self._client.networks.create(
                     name, driver="bridge", ipam=ipam, labels=labels("network", sandbox_id), **extra
                 )
                 return name
@@ -244,7 +302,7 @@ class DockerDriver(SandboxDriver):
         engine's default pools hand out /16s or /24s and run dry after a few dozen networks."""
         used = [
             ipaddress.ip_network(config["Subnet"], strict=False)
-            for network in self.client.networks.list()
+            for network in self._client.networks.list()
             for config in (network.attrs.get("IPAM") or {}).get("Config") or []
             if config.get("Subnet")
         ] + _host_routes()
@@ -253,15 +311,15 @@ class DockerDriver(SandboxDriver):
             if not any(subnet.overlaps(other) for other in used):
                 yield subnet
 
-    def sandbox_networks(self) -> list[Any]:
+    def _sandbox_networks(self) -> list[Any]:
         """The networks of this instance's sandboxes (the egress proxy is attached to each)."""
         instance = labels("network")["io.cocoon.instance"]
         filters = {"label": [f"io.cocoon.instance={instance}", "io.cocoon.sandbox"]}
-        return self.client.networks.list(filters=filters)
+        return self._client.networks.list(filters=filters)
 
     def _remove_sandbox_network(self, sandbox_id: str) -> None:
         try:
-            network = self.client.networks.get(self.sandbox_network(sandbox_id))
+            network = self._client.networks.get(self.sandbox_network(sandbox_id))
         except NotFound:
             return
         for container in network.containers:  # the proxy, attached by egress
@@ -272,24 +330,24 @@ class DockerDriver(SandboxDriver):
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def container_name(self, sandbox_id: str) -> str:
+    def _container_name(self, sandbox_id: str) -> str:
         return object_name(sandbox_id)
 
-    def workspace_volume(self, sandbox_id: str) -> str:
+    def _workspace_volume(self, sandbox_id: str) -> str:
         return object_name(sandbox_id, "workspace")
 
-    def home_volume(self, sandbox_id: str) -> str:
+    def _home_volume(self, sandbox_id: str) -> str:
         return object_name(sandbox_id, "home")
 
-    def agents_volume(self) -> str:
+    def _agents_volume(self) -> str:
         return object_name("agents")
 
-    def create_options(self, spec: SandboxSpec) -> dict[str, Any]:
+    def _create_options(self, spec: SandboxSpec) -> dict[str, Any]:
         """The hardened container definition; engine-specific tweaks go in subclasses."""
         options: dict[str, Any] = {
             "image": spec.image,
             "command": ["sleep", "infinity"],
-            "name": self.container_name(spec.sandbox_id),
+            "name": self._container_name(spec.sandbox_id),
             "hostname": spec.hostname,
             "labels": labels("sandbox", spec.sandbox_id),
             "user": AGENT_USER,
@@ -304,8 +362,8 @@ class DockerDriver(SandboxDriver):
             "tmpfs": {"/tmp": TMPFS_OPTIONS},
             "restart_policy": {"Name": "unless-stopped"},
             "mounts": [
-                docker.types.Mount(WORKSPACE, self.workspace_volume(spec.sandbox_id), type="volume"),
-                docker.types.Mount(TOOLBOX, self.agents_volume(), type="volume", read_only=True),
+                docker.types.Mount(WORKSPACE, self._workspace_volume(spec.sandbox_id), type="volume"),
+                docker.types.Mount(TOOLBOX, self._agents_volume(), type="volume", read_only=True),
             ],
         }
         if spec.network == NetworkMode.NONE:
@@ -326,34 +384,132 @@ class DockerDriver(SandboxDriver):
             options["read_only"] = True
             options["tmpfs"][STATUS_DIR] = f"{TMPFS_OPTIONS},{self.agent_tmpfs_owner},mode=0755"
             options["mounts"].append(
-                docker.types.Mount(AGENT_HOME, self.home_volume(spec.sandbox_id), type="volume")
+                docker.types.Mount(AGENT_HOME, self._home_volume(spec.sandbox_id), type="volume")
             )
         return options
 
-    def service_options(self) -> dict[str, Any]:
+    def _service_options(self) -> dict[str, Any]:
         """Engine-specific options for cocoon's own service containers (the egress proxy)."""
         return {"user": f"{os.getuid()}:{os.getgid()}", "extra_hosts": {self.host_alias: "host-gateway"}}
+
+    # -- service containers (the egress proxy) ---------------------------------------------------
+
+    def _service(self, name: str) -> Any:
+        try:
+            return self._client.containers.get(object_name(name))
+        except Exception as error:
+            raise _errors(error) from error
+
+    def _service_state(self, container: Any) -> ServiceState:
+        addresses = _addresses(container)
+        running = container.status == "running"
+        return ServiceState(
+            running=running,
+            address=addresses.get(self._network_name("outbound") or ""),
+            addresses=addresses,
+            started_at=_started_at(container) if running else None,
+        )
+
+    def find_service(self, name: str) -> ServiceState | None:
+        try:
+            container = self._client.containers.get(object_name(name))
+        except NotFound:
+            return None
+        except Exception as error:
+            raise _errors(error) from error
+        return self._service_state(container)
+
+    def service_image_tags(self, name: str) -> list[str]:
+        container = self._service(name)
+        try:
+            return list(container.image.tags)
+        except Exception as error:
+            raise _errors(error) from error
+
+    def create_service(self, spec: ServiceSpec) -> ServiceState:
+        self.ensure_networks("outbound")
+        try:
+            container = self._client.containers.create(
+                spec.image,
+                name=object_name(spec.name),
+                labels=labels(spec.name),
+                read_only=True,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges:true"],
+                mem_limit=f"{spec.memory_mb}m",
+                pids_limit=spec.pids,
+                network=self._network_name("outbound"),
+                mounts=[
+                    docker.types.Mount(target, source, type="bind") for target, source in spec.binds.items()
+                ],
+                environment=spec.env,
+                restart_policy={"Name": "unless-stopped"},
+                **self._service_options(),
+            )
+        except Exception as error:
+            raise _errors(error) from error
+        try:
+            # A replaced service serves the sandboxes that exist already.
+            for network in self._sandbox_networks():
+                network.connect(container, aliases=[spec.alias])
+        except Exception as error:
+            container.remove(force=True)
+            raise _errors(error) from error
+        return self._service_state(container)
+
+    def start_service(self, name: str) -> ServiceState:
+        container = self._service(name)
+        try:
+            container.start()
+            container.reload()
+        except Exception as error:
+            raise _errors(error) from error
+        return self._service_state(container)
+
+    def restart_service(self, name: str) -> None:
+        container = self._service(name)
+        try:
+            container.restart()
+        except Exception as error:
+            raise _errors(error) from error
+
+    def connect_service(self, name: str, network: str, alias: str) -> ServiceState:
+        container = self._service(name)
+        try:
+            self._client.networks.get(network).connect(container, aliases=[alias])
+            container.reload()
+        except Exception as error:
+            raise _errors(error) from error
+        return self._service_state(container)
+
+    def remove_service(self, name: str) -> None:
+        try:
+            self._client.containers.get(object_name(name)).remove(force=True)
+        except NotFound:
+            pass
+        except Exception as error:
+            raise _errors(error) from error
 
     def create(self, spec: SandboxSpec) -> EngineState:
         try:
             self._ensure_shared_objects()
             if spec.network != NetworkMode.NONE and not self._has_network(spec.sandbox_id):
                 self.create_sandbox_network(spec.sandbox_id, spec.network)
-            volumes = [self.workspace_volume(spec.sandbox_id)]
+            volumes = [self._workspace_volume(spec.sandbox_id)]
             if spec.read_only_root:
-                volumes.append(self.home_volume(spec.sandbox_id))
+                volumes.append(self._home_volume(spec.sandbox_id))
             for volume in volumes:  # labelled, so reconcile and clean-ups find them
-                self.client.volumes.create(volume, labels=labels("volume", spec.sandbox_id))
-            options = self.create_options(spec)
+                self._client.volumes.create(volume, labels=labels("volume", spec.sandbox_id))
+            options = self._create_options(spec)
             try:
-                container = self.client.containers.create(**options)
+                container = self._client.containers.create(**options)
             except NotFound as error:
                 if not self.image_exists(spec.image):
                     raise ImageNotFound(spec.image) from error
                 # The toolbox volume was removed behind our back.
                 self._shared_objects_ready = False
                 self._ensure_shared_objects()
-                container = self.client.containers.create(**options)
+                container = self._client.containers.create(**options)
             if spec.workspace is not None and not container.put_archive(WORKSPACE, spec.workspace):
                 raise DriverError("could not seed the workspace")
             container.start()
@@ -365,21 +521,21 @@ class DockerDriver(SandboxDriver):
     _shared_objects_ready = False
 
     def _has_network(self, sandbox_id: str) -> bool:
-        return bool(self.client.networks.list(names=[self.sandbox_network(sandbox_id)]))
+        return bool(self._client.networks.list(names=[self.sandbox_network(sandbox_id)]))
 
     def _ensure_shared_objects(self) -> None:
         """The toolbox volume, checked once per process rather than on every create."""
         if self._shared_objects_ready:
             return
         try:
-            self.client.volumes.get(self.agents_volume())
+            self._client.volumes.get(self._agents_volume())
         except NotFound:
-            self.client.volumes.create(self.agents_volume(), labels=labels("volume"))
+            self._client.volumes.create(self._agents_volume(), labels=labels("volume"))
         self._shared_objects_ready = True
 
     def _container(self, sandbox_id: str) -> Any:
         try:
-            return self.client.containers.get(self.container_name(sandbox_id))
+            return self._client.containers.get(self._container_name(sandbox_id))
         except Exception as error:
             raise _sandbox_errors(error) from error
 
@@ -387,9 +543,7 @@ class DockerDriver(SandboxDriver):
         container.reload()
         status = container.attrs["State"]["Status"]
         state = SandboxState.RUNNING if status in {"running", "restarting"} else SandboxState.STOPPED
-        networks = container.attrs["NetworkSettings"].get("Networks") or {}
-        ips = {name: network["IPAddress"] for name, network in networks.items() if network.get("IPAddress")}
-        return EngineState(state=state, ips=ips)
+        return EngineState(state=state, ips=_addresses(container))
 
     def start(self, sandbox_id: str) -> EngineState:
         container = self._container(sandbox_id)
@@ -409,10 +563,10 @@ class DockerDriver(SandboxDriver):
 
     def remove(self, sandbox_id: str) -> None:
         with contextlib.suppress(NotFound):
-            self.client.containers.get(self.container_name(sandbox_id)).remove(force=True, v=True)
-        for volume in (self.workspace_volume(sandbox_id), self.home_volume(sandbox_id)):
+            self._client.containers.get(self._container_name(sandbox_id)).remove(force=True, v=True)
+        for volume in (self._workspace_volume(sandbox_id), self._home_volume(sandbox_id)):
             with contextlib.suppress(NotFound):
-                self.client.volumes.get(volume).remove(force=True)
+                self._client.volumes.get(volume).remove(force=True)
         self._remove_sandbox_network(sandbox_id)
 
     def inspect(self, sandbox_id: str) -> EngineState:
@@ -426,15 +580,15 @@ class DockerDriver(SandboxDriver):
         instance = labels("sandbox")["io.cocoon.instance"]
         filters = {"label": [f"io.cocoon.instance={instance}", "io.cocoon.kind=sandbox"]}
         # ignore_removed: the SDK inspects each listed container; one deleted meanwhile is no orphan.
-        containers = self.client.containers.list(all=True, filters=filters, ignore_removed=True)
-        volumes = self.client.volumes.list(filters={"label": f"io.cocoon.instance={instance}"})
+        containers = self._client.containers.list(all=True, filters=filters, ignore_removed=True)
+        volumes = self._client.volumes.list(filters={"label": f"io.cocoon.instance={instance}"})
         ids = {container.labels["io.cocoon.sandbox"] for container in containers}
         ids |= {
             volume.attrs["Labels"]["io.cocoon.sandbox"]
             for volume in volumes
             if "io.cocoon.sandbox" in (volume.attrs["Labels"] or {})
         }
-        return ids | {network.attrs["Labels"]["io.cocoon.sandbox"] for network in self.sandbox_networks()}
+        return ids | {network.attrs["Labels"]["io.cocoon.sandbox"] for network in self._sandbox_networks()}
 
     # -- exec -----------------------------------------------------------------------------------
 
@@ -449,14 +603,14 @@ class DockerDriver(SandboxDriver):
         workdir: str = WORKSPACE,
         timeout: float = 60,
     ) -> ExecResult:
-        api = self.client.api
+        api = self._client.api
         # `timeout` inside the sandbox kills the command; the socket deadline below is the backstop.
         limit = max(1, math.ceil(timeout))
         wrapped = ["timeout", "-k", "2", str(limit), *command]
         started = time.monotonic()
         try:
             exec_id = api.exec_create(
-                self.container_name(sandbox_id),
+                self._container_name(sandbox_id),
                 wrapped,
                 stdin=stdin is not None,
                 environment=env or {},
@@ -503,10 +657,10 @@ class DockerDriver(SandboxDriver):
         user: str = AGENT_USER,
         workdir: str = WORKSPACE,
     ) -> TtySession:
-        api = self.client.api
+        api = self._client.api
         try:
             exec_id = api.exec_create(
-                self.container_name(sandbox_id),
+                self._container_name(sandbox_id),
                 command,
                 stdin=True,
                 tty=True,
@@ -527,13 +681,13 @@ class DockerDriver(SandboxDriver):
         from cocoon.config import get_settings
 
         self._ensure_shared_objects()
-        return self.client.containers.create(
+        return self._client.containers.create(
             image=get_settings()["sandbox"]["image"],
             command=command,
             user="root",
             network_mode="none",
             labels=labels("toolbox"),
-            mounts=[docker.types.Mount(TOOLBOX, self.agents_volume(), type="volume")],
+            mounts=[docker.types.Mount(TOOLBOX, self._agents_volume(), type="volume")],
         )
 
     def install_toolbox(self, source: Path) -> None:

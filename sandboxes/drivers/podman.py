@@ -50,7 +50,7 @@ class PodmanDriver(DockerDriver):
         # Podman lists every runtime its configuration knows, installed or not; its socket is local,
         # so keep those whose binary is really there.
         try:
-            known = self.client.info().get("Runtimes", {})
+            known = self._client.info().get("Runtimes", {})
         except Exception:
             return []
         return [
@@ -59,8 +59,8 @@ class PodmanDriver(DockerDriver):
             if runtime in known and Path(known[runtime].get("path", "")).is_file()
         ]
 
-    def create_options(self, spec: SandboxSpec) -> dict[str, Any]:
-        options = super().create_options(spec)
+    def _create_options(self, spec: SandboxSpec) -> dict[str, Any]:
+        options = super()._create_options(spec)
         # Podman adds host.containers.internal itself.
         options.pop("extra_hosts", None)
         options["ulimits"] = self._ulimits()
@@ -69,7 +69,7 @@ class PodmanDriver(DockerDriver):
             options["userns_mode"] = "keep-id:uid=1000,gid=1000"
         return options
 
-    def service_options(self) -> dict[str, Any]:
+    def _service_options(self) -> dict[str, Any]:
         # Container root is the user running Podman (rootless) or root (rootful): cocoond's UID either
         # way, so the proxy can write its ack next to the policy.
         return {"user": "0:0", "ulimits": self._ulimits()}

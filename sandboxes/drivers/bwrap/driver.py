@@ -19,6 +19,7 @@ from sandboxes.choices import Capability, SandboxState
 from sandboxes.drivers.base import (
     AGENT_USER,
     OPT_COCOON,
+    TMUX_SOCKET,
     TOOLBOX_MANIFEST,
     WORKSPACE,
     DriverError,
@@ -181,7 +182,7 @@ class BwrapDriver(SandboxDriver):
                         "--",
                         args.binary("tmux"),
                         "-L",
-                        "cocoon",
+                        TMUX_SOCKET,
                         "-D",
                         "-f",
                         "/dev/null",

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -424,8 +424,11 @@ def _align(driver: Any, sandbox: Sandbox) -> int:
     observed = driver.inspect(sandbox.id)
     if (observed.state, observed.ips) == (sandbox.state, sandbox.ips):
         return 0
-    if not Sandbox.objects.filter(pk=sandbox.pk).exists():
-        return 0  # deleted meanwhile: its objects went first, and that is no news
     key = "sandbox.missing" if observed.state == SandboxState.MISSING else None
-    _apply(sandbox, observed.state, observed.ips, key, None)
+    try:
+        _apply(sandbox, observed.state, observed.ips, key, None)
+    except DatabaseError:
+        if Sandbox.objects.filter(pk=sandbox.pk).exists():
+            raise
+        return 0  # deleted meanwhile (its objects go first, so it looked missing): no news
     return 1

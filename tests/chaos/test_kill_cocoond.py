@@ -21,8 +21,10 @@ from tests.conftest import wait_until
 from tests.test_egress import curl
 
 pytestmark = pytest.mark.e2e
-ATTEMPTS = 3  # a kill that came after the answer proves nothing: try again
-FILES = 300  # files a patch creates: enough that applying it takes a while
+ATTEMPTS = 5  # a kill that came after the answer proves nothing: try again
+FILES = (
+    2000  # files a patch creates: enough that applying it takes a while (300 was missed on a busy machine)
+)
 
 
 def interrupt(cocoond, method: str, params: Any, ready) -> None:

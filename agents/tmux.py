@@ -44,9 +44,10 @@ for pair in "$@"; do
   id=${{pair%%=*}}; known=${{pair#*=}}
   hook=$(small "/opt/cocoon/status/$id"); code=$(small "/opt/cocoon/status/$id.exit")
   alive=0; command=; screen=; text=; above=
-  if dead=$({TMUX_LINE} display-message -p -t "=$id:" '#{{pane_dead}}' 2>/dev/null); then
-    [ "$dead" = 1 ] || alive=1
-    command=$({TMUX_LINE} display-message -p -t "=$id:" '#{{pane_current_command}}' | head -c 100 | clean)
+  if pane=$({TMUX_LINE} display-message -p -t "=$id:" '#{{pane_dead}} #{{pane_current_command}}' \\
+      2>/dev/null); then
+    [ "${{pane%% *}}" = 1 ] || alive=1
+    command=$(printf '%s' "${{pane#* }}" | head -c 100 | clean)
     screen=$({TMUX_LINE} capture-pane -p -t "=$id:" | md5sum | cut -c1-32)
     if [ "$screen" != "$known" ]; then
       text=$(text {TMUX_LINE} capture-pane -p -t "=$id:")

@@ -208,7 +208,7 @@ def _ended(agent: Agent, decision: rules.Decision, boot: str, fields: dict[str, 
         reason = ExitReason.ENGINE_RESTARTED
     else:
         reason = ExitReason.SESSION_VANISHED
-    if reason == ExitReason.ENGINE_RESTARTED and services.resume(agent, boot):
+    if reason == ExitReason.ENGINE_RESTARTED and services.resume(agent):
         return True
     with transaction.atomic():
         services.end(agent, reason, decision.rule, exit_code=decision.exit_code)

@@ -169,7 +169,7 @@ def _start(
     agent.sandbox_boot = tmux.start_session(sandbox.id, agent.id, command, variables, cols, rows)
 
 
-def resume(agent: Agent, boot: str) -> bool:
+def resume(agent: Agent) -> bool:
     """Start an agent whose sandbox restarted under it again with its profile's resume command (same id,
     history kept); False when it cannot resume (the setting is off, the profile has no resume command,
     the start failed)."""
@@ -181,8 +181,6 @@ def resume(agent: Agent, boot: str) -> bool:
     except Exception:  # it stays exited, with its reason; the others are resumed all the same
         logger.exception("agent %s could not be resumed", agent.id)
         return False
-    if agent.sandbox_boot != boot:
-        logger.warning("agent %s: the sandbox's boot changed during its resume", agent.id)
     with transaction.atomic():
         agent.status, agent.status_source = AgentStatus.UNKNOWN, StatusSource.HEURISTIC
         agent.exit_code, agent.exit_reason = None, ""

@@ -414,13 +414,13 @@ def outside_host() -> Iterator[tuple[str, int]]:
     """A test host 'outside' the sandboxes: a network namespace of our own behind a veth pair, with a
     TCP server on it. Traffic to it from a sandbox crosses the host exactly like traffic to the internet."""
     # A plain TCP server: http.server would first wait for a reverse DNS lookup that cannot succeed.
-    port = 8080
+    port, subnet = 8080, f"198.18.{os.getpid() % 250}"  # per run: two runs at once do not share it
     serve = (
         "import socketserver as s\n"
         "class H(s.BaseRequestHandler):\n def handle(self): self.request.sendall(b'outside')\n"
-        f"s.TCPServer(('198.18.77.2', {port}), H).serve_forever()"
+        f"s.TCPServer(('{subnet}.2', {port}), H).serve_forever()"
     )
-    with namespace_host("out", "198.18.77", [sys.executable, "-c", serve], port) as address:
+    with namespace_host("out", subnet, [sys.executable, "-c", serve], port) as address:
         yield address, port
 
 

@@ -2,6 +2,7 @@
 containers exactly like a host on the internet, and routed only to that veth."""
 
 import os
+import re
 import socket
 import subprocess
 import time
@@ -9,8 +10,30 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
-def _ip(*args: str, check: bool = True) -> None:
-    subprocess.run(["ip", *args], check=check, capture_output=True)
+def _ip(*args: str, check: bool = True) -> str:
+    return subprocess.run(["ip", *args], check=check, capture_output=True, text=True).stdout
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def remove_stale_namespaces() -> list[str]:
+    """Delete the namespaces of test runs that were killed before their cleanup ran (named after
+    their pid, which no longer lives): their veth kept our subnet's route and took its traffic."""
+    stale = []
+    for line in _ip("netns", "list").splitlines():
+        found = re.fullmatch(r"(cocoontest-\w+-(\d+))(?: \(id: \d+\))?", line.strip())
+        if found and not _alive(int(found[2])):
+            # The veth first: a deleted namespace frees its links only later, in the background.
+            _ip("-n", found[1], "link", "del", "eth0", check=False)
+            _ip("netns", "del", found[1], check=False)
+            stale.append(found[1])
+    return stale
 
 
 @contextmanager
@@ -19,6 +42,9 @@ def namespace_host(name: str, subnet: str, serve: list[str], port: int) -> Itera
     that address once port answers; everything is removed afterwards."""
     namespace, host_side = f"cocoontest-{name}-{os.getpid()}", f"cc{name[:3]}{os.getpid() % 100000}"
     address = f"{subnet}.2"
+    remove_stale_namespaces()
+    taken = _ip("-4", "-o", "addr", "show", "to", f"{subnet}.0/30")
+    assert not taken, f"{subnet}.0/30 is already in use by another live test run: {taken}"
     _ip("netns", "add", namespace)
     server = None
     try:

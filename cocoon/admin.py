@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import tokens, vault
 from cocoon.actors import Actor
 from cocoon.auth import user_actor
-from cocoon.errors import RpcError
+from cocoon.errors import CocoonError
 from cocoon.models import ActivityEntry, ApiToken, Secret, SettingsDocument
 
 
@@ -24,7 +24,7 @@ def service_action(name: str, description: Any, run: Callable[[Model, Actor], An
         for row in queryset:
             try:
                 run(row, actor)
-            except RpcError as error:
+            except CocoonError as error:
                 model_admin.message_user(request, f"{row}: {error.render()['message']}", messages.ERROR)
 
     action.__name__ = name

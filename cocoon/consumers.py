@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, auth, events, tokens
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError, unexpected_error
+from cocoon.errors import CocoonError, ErrorCode, RpcError, unexpected_error
 from cocoon.i18n import language_of_scope
 from cocoon.ids import new_id
 from cocoon.registry import registry
@@ -184,7 +184,7 @@ class RpcConsumer(LiveCredentials, AsyncJsonWebsocketConsumer):
             result = dispatch(content, self.actor)
             if asyncio.iscoroutine(result):
                 result = await result
-        except RpcError as error:
+        except CocoonError as error:
             await self.send_json({"id": call_id, "error": self._render(error)})
         except Exception as error:
             logger.exception("unhandled error in %s", content["method"])
@@ -192,7 +192,7 @@ class RpcConsumer(LiveCredentials, AsyncJsonWebsocketConsumer):
         else:
             await self.send_json({"id": call_id, "result": result})
 
-    def _render(self, error: RpcError) -> dict[str, Any]:
+    def _render(self, error: CocoonError) -> dict[str, Any]:
         with translation.override(self.language):
             return error.render()
 

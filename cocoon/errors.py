@@ -1,4 +1,4 @@
-"""Stable error codes and the one exception type every layer raises (SPEC §2.1)."""
+"""Stable error codes and the errors every layer raises: one base, typed by code (SPEC §2.1)."""
 
 import errno
 from enum import StrEnum
@@ -77,25 +77,22 @@ def force_text(value: Any) -> Any:
     return value
 
 
-class RpcError(Exception):
-    """An error answered to a client as {"error": {"code", "message", "details"}}.
+class CocoonError(Exception):
+    """The one base of every error a client is answered with: {"error": {"code", "message", "details"}}.
 
-    message is a lazy translation (with %-style params filled in when rendered), so the text is
-    produced in the language of whoever receives it.
+    Services raise its typed subclasses (NotFound, Conflict, ...; an app adds its own, such as
+    NothingToCommit); only the wire layer (registry, views, consumers, MCP) renders them. message is a
+    lazy translation (with %-style params filled in when rendered), so the text is produced in the
+    language of whoever receives it.
     """
 
-    def __init__(
-        self,
-        code: ErrorCode,
-        message: Any = None,
-        details: dict[str, Any] | None = None,
-        **params: Any,
-    ) -> None:
-        self.code = code
-        self.message = message if message is not None else DEFAULT_MESSAGES[code]
+    code: ErrorCode = ErrorCode.INTERNAL_ERROR
+
+    def __init__(self, message: Any = None, details: dict[str, Any] | None = None, **params: Any) -> None:
+        self.message = message if message is not None else DEFAULT_MESSAGES[self.code]
         self.params = params
         self.details = details or {}
-        super().__init__(f"{code}: {self.message}")
+        super().__init__(f"{self.code}: {self.message}")
 
     @property
     def http_status(self) -> int:
@@ -116,14 +113,55 @@ class RpcError(Exception):
         return {"code": str(self.code), "message": message, "details": force_text(self.details)}
 
 
-class ServiceError(Exception):
-    """An error of a service below the RPC layer that knows how to answer a client.
+class InvalidParams(CocoonError):
+    code = ErrorCode.INVALID_PARAMS
 
-    The registry turns it into its RpcError, so service code need not translate at every call site.
-    """
 
-    def as_rpc_error(self) -> RpcError:
-        raise NotImplementedError
+class Unauthorized(CocoonError):
+    code = ErrorCode.UNAUTHORIZED
+
+
+class Forbidden(CocoonError):
+    code = ErrorCode.FORBIDDEN
+
+
+class NotFound(CocoonError):
+    code = ErrorCode.NOT_FOUND
+
+
+class Conflict(CocoonError):
+    code = ErrorCode.CONFLICT
+
+
+class RateLimited(CocoonError):
+    code = ErrorCode.RATE_LIMITED
+
+
+class Timeout(CocoonError):
+    code = ErrorCode.TIMEOUT
+
+
+class Unavailable(CocoonError):
+    code = ErrorCode.UNAVAILABLE
+
+
+class InternalError(CocoonError):
+    code = ErrorCode.INTERNAL_ERROR
+
+
+class RpcError(CocoonError):
+    """An error of the wire itself (a malformed frame, a bad token, an unknown method), raised by the
+    wire layer alone, which knows its code only at the call site."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: Any = None,
+        details: dict[str, Any] | None = None,
+        **params: Any,
+    ) -> None:
+        self.code = code
+        super().__init__(message, details, **params)
 
 
 def field(path: str, message: Any, code: str = "invalid") -> dict[str, Any]:
@@ -131,12 +169,12 @@ def field(path: str, message: Any, code: str = "invalid") -> dict[str, Any]:
     return {"path": path, "code": code, "message": message}
 
 
-def fields_error(fields: list[dict[str, Any]], **details: Any) -> RpcError:
+def fields_error(fields: list[dict[str, Any]], **details: Any) -> InvalidParams:
     """invalid_params naming fields (built with field()), with any further details."""
-    return RpcError(ErrorCode.INVALID_PARAMS, details={"fields": fields, **details})
+    return InvalidParams(details={"fields": fields, **details})
 
 
-def field_error(path: str, message: Any, code: str = "invalid") -> RpcError:
+def field_error(path: str, message: Any, code: str = "invalid") -> InvalidParams:
     """invalid_params naming one field."""
     return fields_error([field(path, message, code)])
 
@@ -154,15 +192,13 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
 REDIS_ERRORS = _redis_errors()
 
 
-def unexpected_error(error: BaseException) -> RpcError:
+def unexpected_error(error: BaseException) -> CocoonError:
     """The answer for an exception no layer turned into an RpcError: a full data directory (SQLite's
     "database or disk is full", ENOSPC from a file write) is the operator's to fix and says so, as does
     an unreachable Redis (it comes back by itself: retry); anything else is an internal error."""
     full = isinstance(error, OSError) and error.errno == errno.ENOSPC
     if full or "database or disk is full" in str(error):
-        return RpcError(
-            ErrorCode.UNAVAILABLE, _("The server's data directory is full; free some space and retry.")
-        )
+        return Unavailable(_("The server's data directory is full; free some space and retry."))
     if isinstance(error, REDIS_ERRORS):
-        return RpcError(ErrorCode.UNAVAILABLE, _("The server cannot reach Redis right now; retry shortly."))
-    return RpcError(ErrorCode.INTERNAL_ERROR)
+        return Unavailable(_("The server cannot reach Redis right now; retry shortly."))
+    return InternalError()

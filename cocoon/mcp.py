@@ -27,7 +27,7 @@ from cocoon import tokens
 from cocoon.actors import Actor
 from cocoon.auth import request_actor
 from cocoon.consumers import SESSION_ENDED
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import CocoonError, ErrorCode, RpcError
 from cocoon.middleware import scope_language, send_error
 from cocoon.registry import Method, registry
 
@@ -58,7 +58,7 @@ async def list_tools(context: Any, params: Any) -> types.ListToolsResult:
     return types.ListToolsResult(tools=tools)
 
 
-def _error_result(error: RpcError, language: str) -> types.CallToolResult:
+def _error_result(error: CocoonError, language: str) -> types.CallToolResult:
     with translation.override(language):
         rendered = {"error": error.render()}
     return types.CallToolResult(content=[types.TextContent(text=json.dumps(rendered))], is_error=True)
@@ -74,7 +74,7 @@ async def call_tool(context: Any, params: types.CallToolRequestParams) -> types.
         result = await database_sync_to_async(registry.dispatch, thread_sensitive=False)(
             method.name, params.arguments or {}, actor, language
         )
-    except RpcError as error:
+    except CocoonError as error:
         return _error_result(error, language)
     return types.CallToolResult(
         content=[types.TextContent(text=json.dumps(result))], structured_content={"result": result}
@@ -119,7 +119,7 @@ class McpApp:
         language = await scope_language(scope)
         try:
             actor, _headers, _query = await request_actor(scope)
-        except RpcError as error:  # rate_limited
+        except CocoonError as error:  # rate_limited
             await send_error(scope, receive, send, error, language)
             return
         if actor is None:

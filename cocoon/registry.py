@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from jsonschema import Draft202012Validator
 
 from cocoon.actors import Actor
-from cocoon.errors import ErrorCode, RpcError, ServiceError
+from cocoon.errors import CocoonError, ErrorCode, RpcError
 from cocoon.schema import EMPTY, Schema, compile_schema, validate
 
 Language = str | Callable[[], str]
@@ -80,11 +80,11 @@ PARAMS_NOT_OBJECT = _("Params must be a JSON object.")
 class Registry:
     def __init__(self) -> None:
         self._methods: dict[str, Method] = {}
-        self._translations: list[tuple[tuple[type[Exception], ...], Callable[[Exception], ServiceError]]] = []
+        self._translations: list[tuple[tuple[type[Exception], ...], Callable[[Exception], CocoonError]]] = []
 
-    def translate(self, *types: type[Exception], into: Callable[[Exception], ServiceError]) -> None:
+    def translate(self, *types: type[Exception], into: Callable[[Exception], CocoonError]) -> None:
         """Errors of a lower layer's library (the engine's client: the engine went away) that escape a
-        service become the given ServiceError where calls end, never an internal error."""
+        service become the given CocoonError where calls end, never an internal error."""
         self._translations.append((types, into))
 
     def method(
@@ -138,7 +138,7 @@ class Registry:
     def dispatch(
         self, name: str, params: Any, actor: Actor, language: Language, connection: Any = None
     ) -> Any:
-        """Authorize, validate and run one call. Raises RpcError for anything a client did wrong."""
+        """Authorize, validate and run one call. Raises a CocoonError for anything that cannot be done."""
         method = self.get(name)
         if not method.allowed_for(actor):
             raise RpcError(ErrorCode.FORBIDDEN, ADMIN_ONLY, name=name)
@@ -153,12 +153,12 @@ class Registry:
             result = method.handler(
                 Call(params=params, actor=actor, language=language, connection=connection)
             )
-        except ServiceError as error:
-            raise error.as_rpc_error() from error
+        except CocoonError:
+            raise
         except Exception as error:
             for types, into in self._translations:
                 if isinstance(error, types):
-                    raise into(error).as_rpc_error() from error
+                    raise into(error) from error
             raise
         if settings.COCOON_VALIDATE_RESULTS:
             method.result_validator.validate(result)

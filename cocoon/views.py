@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import cocoon
-from cocoon.errors import ErrorCode, RpcError, ServiceError, unexpected_error
+from cocoon.errors import CocoonError, ErrorCode, RpcError, unexpected_error
 from cocoon.i18n import language_of_request
 from cocoon.openapi import openapi_document
 from cocoon.registry import PARAMS_NOT_OBJECT, registry
@@ -31,7 +31,7 @@ DRF_ERRORS = {
 }
 
 
-def error_response(error: RpcError, request: Any) -> Response:
+def error_response(error: CocoonError, request: Any) -> Response:
     with translation.override(language_of_request(request)):
         body = {"error": error.render()}
     return Response(body, status=error.http_status, headers=error.http_headers)
@@ -40,10 +40,9 @@ def error_response(error: RpcError, request: Any) -> Response:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """Every failure, whatever raised it, leaves as {"error": {"code", "message", "details"}}."""
     request = context["request"]
-    if isinstance(exc, RpcError):
+    error: CocoonError
+    if isinstance(exc, CocoonError):
         error = exc
-    elif isinstance(exc, ServiceError):
-        error = exc.as_rpc_error()
     elif type(exc) in DRF_ERRORS:
         error = RpcError(DRF_ERRORS[type(exc)])
     else:

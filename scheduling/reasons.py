@@ -6,7 +6,7 @@ from typing import Any
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
-from cocoon.errors import RpcError
+from cocoon.errors import CocoonError
 from cocoon.i18n import LANGUAGES
 
 CLOSING_REASONS: dict[str, Any] = {
@@ -28,7 +28,7 @@ def closing_reason(key: str, **params: Any) -> dict[str, Any]:
     return {"key": key, "params": params}
 
 
-def closing_reason_from_error(error: RpcError) -> dict[str, Any]:
+def closing_reason_from_error(error: CocoonError) -> dict[str, Any]:
     """An error of another service as a reason, its message kept in every language cocoon speaks."""
     messages = {}
     for language in LANGUAGES:

@@ -21,7 +21,7 @@ from agents.choices import AgentStatus
 from agents.models import Agent
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR
-from cocoon.errors import ErrorCode, RpcError, ServiceError
+from cocoon.errors import CocoonError, ErrorCode, InternalError
 from sandboxes import files, git
 from sandboxes import services as sandboxes
 from sandboxes.choices import SandboxState
@@ -112,7 +112,7 @@ def _wait_for_agent(agent_id: str, until: list[str], timeout_s: float) -> Agent 
     """
     try:
         return poller.wait_for(agent_id, until, timeout_s)
-    except RpcError as error:
+    except CocoonError as error:
         if error.code != ErrorCode.TIMEOUT:
             raise
         return None
@@ -170,13 +170,11 @@ class Run:
             return None
         except StepFailed as failure:
             return self._fail(failure.reason)
-        except RpcError as error:
+        except CocoonError as error:
             return self._fail(closing_reason_from_error(error))
-        except ServiceError as error:
-            return self._fail(closing_reason_from_error(error.as_rpc_error()))
         except Exception:
             logger.exception("task %s stopped with an internal error", self.task.id)
-            return self._fail(closing_reason_from_error(RpcError(ErrorCode.INTERNAL_ERROR)))
+            return self._fail(closing_reason_from_error(InternalError()))
 
     def prepare_sandbox(self) -> None:
         task = self.task
@@ -243,7 +241,7 @@ class Run:
             if remaining <= 0:
                 try:
                     agents.kill_agent(agent_id, actor=SYSTEM_ACTOR)
-                except RpcError:
+                except CocoonError:
                     logger.info("could not stop the agent %s of a timed-out step", agent_id)
                 timeout = self.task.workflow[index]["timeoutS"]
                 raise StepFailed(closing_reason("step_timeout", step=index + 1, timeout=timeout))
@@ -275,7 +273,7 @@ class Run:
         path = workflow.report_path(task.id)
         try:
             content = files.read_file(task.sandbox_id, path)["content"]
-        except RpcError as error:
+        except CocoonError as error:
             if error.code == ErrorCode.NOT_FOUND:
                 raise StepFailed(closing_reason("no_report", path=path)) from None
             raise
@@ -289,7 +287,7 @@ class Run:
         task.report = report
         try:
             task.diff = git.diff(task.sandbox_id)
-        except RpcError as error:
+        except CocoonError as error:
             if error.code != ErrorCode.CONFLICT:  # too large to keep: the sandbox still has it
                 raise
         if not self._owned():

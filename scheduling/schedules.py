@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
-from cocoon.errors import ErrorCode, RpcError, field_error
+from cocoon.errors import CocoonError, ErrorCode, RpcError, field_error
 from cocoon.lookup import get_or_not_found
 from scheduling import cron, services, workflow
 from scheduling.choices import OPEN_STATUSES, Overlap
@@ -193,7 +193,7 @@ def _fire(schedule_id: str, now: datetime, *, catching_up: bool) -> Task | None:
             try:
                 with transaction.atomic():
                     task = _create_run(schedule, scheduled_for, SYSTEM_ACTOR)
-            except RpcError as error:
+            except CocoonError as error:
                 # The template went stale (a profile, provider or sandbox is gone): say so, try next time.
                 rendered = error.render()
                 problems = [

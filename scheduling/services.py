@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from agents import services as agents
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
-from cocoon.errors import ErrorCode, RpcError, ServiceError
+from cocoon.errors import CocoonError, ErrorCode, NotFound, RpcError
 from cocoon.lookup import get_or_not_found
 from sandboxes import services as sandboxes
 from sandboxes.models import Sandbox
@@ -113,10 +113,9 @@ def remove_own_sandbox(task: Task) -> None:
         return
     try:
         sandboxes.delete_sandbox(task.sandbox_id, actor=SYSTEM_ACTOR)
-    except RpcError as error:
-        if error.code != ErrorCode.NOT_FOUND:
-            logger.warning("could not remove sandbox %s of task %s: %s", task.sandbox_id, task.id, error)
-    except ServiceError as error:
+    except NotFound:
+        pass
+    except CocoonError as error:
         logger.warning("could not remove sandbox %s of task %s: %s", task.sandbox_id, task.id, error)
 
 
@@ -164,7 +163,7 @@ def approve_task(
         message = (push or {}).get("message") or task.title
         try:
             git.git_commit(sandbox.id, message, None, None, actor=actor)
-        except RpcError as error:
+        except CocoonError as error:
             if error.code != ErrorCode.CONFLICT:  # nothing to commit: push what is there
                 raise
         git.git_push(sandbox.id, branch, remote, actor=actor)
@@ -217,6 +216,6 @@ def cancel_task(task_id: str, *, actor: Actor) -> Task:
     if agent_id:
         try:
             agents.kill_agent(agent_id, actor=actor)
-        except RpcError:
+        except CocoonError:
             logger.info("the agent %s of cancelled task %s is already gone", agent_id, task.id)
     return task

@@ -4,7 +4,7 @@ import pytest
 
 from agents.models import Agent
 from cocoon.actors import Actor
-from cocoon.errors import RpcError
+from cocoon.errors import CocoonError
 from cocoon.registry import registry
 from sandboxes.models import Sandbox
 
@@ -19,7 +19,7 @@ def call(method, actor=ADMIN, **params):
 
 
 def refused(method, actor=ADMIN, **params):
-    with pytest.raises(RpcError) as error:
+    with pytest.raises(CocoonError) as error:
         call(method, actor, **params)
     return error.value
 

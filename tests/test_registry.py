@@ -4,7 +4,7 @@ import pytest
 from jsonschema.exceptions import ValidationError
 
 from cocoon.actors import Actor
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import CocoonError, ErrorCode
 from cocoon.registry import Registry, registry
 from cocoon.schema import STRING, obj
 
@@ -38,14 +38,14 @@ def test_it_dispatches_with_validated_params(local):
 
 
 def test_it_rejects_an_agent_token_on_admin_methods(local):
-    with pytest.raises(RpcError) as error:
+    with pytest.raises(CocoonError) as error:
         local.dispatch("demo.secret", {}, AGENT, "en")
     assert error.value.code == ErrorCode.FORBIDDEN
     assert local.dispatch("demo.secret", None, ADMIN, "en") == "s"
 
 
 def test_it_reports_every_field_error(local):
-    with pytest.raises(RpcError) as error:
+    with pytest.raises(CocoonError) as error:
         local.dispatch("demo.echo", {"txt": 1}, AGENT, "en")
     assert error.value.code == ErrorCode.INVALID_PARAMS
     assert {field["path"] for field in error.value.details["fields"]} == {"text", "txt"}

@@ -7,7 +7,7 @@ from django.conf import settings
 
 from cocoon import activity, config, setup, tokens, vault
 from cocoon.actors import SYSTEM_ACTOR
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import CocoonError, ErrorCode
 from cocoon.i18n import resolve_language
 from cocoon.models import ActivityEntry, ApiToken, Secret, SettingsDocument
 
@@ -22,7 +22,7 @@ def test_settings_update_deep_merges_and_keeps_defaults():
 
 
 def test_settings_limits_may_not_exceed_the_admin_maxima():
-    with pytest.raises(RpcError) as error:
+    with pytest.raises(CocoonError) as error:
         config.update_settings({"sandbox": {"limits": {"pids": 10_000}}}, actor=SYSTEM_ACTOR)
     assert error.value.details["fields"][0]["path"] == "sandbox.limits.pids"
     assert config.get_settings()["sandbox"]["limits"]["pids"] == 1024
@@ -34,14 +34,14 @@ def test_settings_reset_reverts_paths_and_rejects_unknown_ones():
     )
     document = config.reset_settings(["general.language"], actor=SYSTEM_ACTOR)
     assert (document["general"]["language"], document["sandbox"]["network"]) == ("en", "none")
-    with pytest.raises(RpcError) as error:
+    with pytest.raises(CocoonError) as error:
         config.reset_settings(["general.colour"], actor=SYSTEM_ACTOR)
     assert error.value.details["fields"][0]["path"] == "keys.0"
     assert config.reset_settings(None, actor=SYSTEM_ACTOR) == config.DEFAULTS
 
 
 def test_providers_are_validated_as_a_whole_after_merging():
-    with pytest.raises(RpcError) as error:
+    with pytest.raises(CocoonError) as error:
         config.update_settings({"providers": {"gateway": {"kind": "anthropic"}}}, actor=SYSTEM_ACTOR)
     assert error.value.details["fields"] == [
         {"path": "providers.gateway.baseUrl", "code": "required", "message": "This field is required."}
@@ -61,7 +61,7 @@ def test_secrets_are_encrypted_at_rest_and_readable_only_on_the_server():
     vault.set_secret("OPENAI_API_KEY", "sk-rotated", actor=SYSTEM_ACTOR)
     assert vault.read_secret("OPENAI_API_KEY") == "sk-rotated"
     vault.delete_secret("OPENAI_API_KEY", actor=SYSTEM_ACTOR)
-    with pytest.raises(RpcError) as error:
+    with pytest.raises(CocoonError) as error:
         vault.delete_secret("OPENAI_API_KEY", actor=SYSTEM_ACTOR)
     assert error.value.code == ErrorCode.NOT_FOUND
 
@@ -90,7 +90,7 @@ def test_first_run_with_an_invalid_config_leaves_nothing_behind(tmp_path, settin
     settings.ADMIN_TOKEN_FILE = tmp_path / "admin-token.txt"
     bad = tmp_path / "config.yaml"
     bad.write_text("sandbox:\n  network: everywhere\n")
-    with pytest.raises(RpcError):
+    with pytest.raises(CocoonError):
         setup.first_run(bad)
     assert not settings.ADMIN_TOKEN_FILE.exists()
     assert not ApiToken.objects.exists()

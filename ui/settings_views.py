@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from agents.choices import PromptMode
 from cocoon.choices import NetworkMode, ProviderKind
 from cocoon.config import PROVIDER_AUTH
-from cocoon.errors import RpcError
+from cocoon.errors import CocoonError
 from cocoon.i18n import LANGUAGES
 from egress.providers import save_provider
 from ui import web
@@ -93,7 +93,7 @@ def _settings_form(
         try:
             call(request, "settings.update", **_patch(fields, request.POST))
             return done(request, request.path, _("Settings saved."))
-        except RpcError as error:
+        except CocoonError as error:
             rendered = error.render()
             errors = {field["path"]: field["message"] for field in rendered["details"].get("fields", [])}
             errors = errors or {"": rendered["message"]}

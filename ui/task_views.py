@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from cocoon.errors import RpcError
+from cocoon.errors import CocoonError, RpcError
 from sandboxes.choices import NetworkMode
 from scheduling.choices import OPEN_STATUSES, Overlap, StepStatus, TaskStatus
 from ui.diff import diff_context
@@ -88,7 +88,7 @@ def tasks(request: HttpRequest) -> HttpResponse:
         template = template_from(request.POST)
         try:
             task = call(request, "task.create", **template)
-        except RpcError as error:
+        except CocoonError as error:
             errors = form_errors(error)
         else:
             return redirect("ui:task", task_id=task["id"])
@@ -167,7 +167,7 @@ def _preview(request: HttpRequest, cron: str, timezone: str) -> list[tuple[str, 
     """The next times for the form as first shown; the script keeps them current as the user types."""
     try:
         times = call(request, "schedule.preview", cron=cron, timezone=timezone)["times"] if cron else []
-    except RpcError:
+    except CocoonError:
         return []
     return [(time, time_label(time)) for time in times]
 
@@ -185,7 +185,7 @@ def schedule_form(request: HttpRequest, schedule_id: str | None = None) -> HttpR
                 saved = call(request, "schedule.update", scheduleId=schedule_id, **params)
             else:
                 saved = call(request, "schedule.create", **params)
-        except RpcError as error:
+        except CocoonError as error:
             errors = form_errors(error, prefix="template.")
         else:
             return done(request, reverse("ui:schedule", args=[saved["id"]]), _("Schedule saved."))
@@ -211,7 +211,7 @@ def schedule_preview(request: HttpRequest) -> JsonResponse:
     try:
         preview = call(request, "schedule.preview", **params)
         return JsonResponse(preview | {"labels": [time_label(time) for time in preview["times"]]})
-    except RpcError as error:
+    except CocoonError as error:
         return JsonResponse({"error": form_errors(error)}, status=error.http_status)
 
 

@@ -15,7 +15,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 
 from cocoon.auth import session_actor
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import CocoonError, ErrorCode, RpcError
 from cocoon.i18n import language_of_request, supported
 from cocoon.registry import registry
 
@@ -92,7 +92,7 @@ def page(*, admin: bool = False) -> Callable:
                     return error_page(request, RpcError(ErrorCode.FORBIDDEN, _("This page needs an admin.")))
                 try:
                     return view(request, *args, **kwargs)
-                except RpcError as error:
+                except CocoonError as error:
                     return _failed(request, error)
 
         return wrapper

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
-from cocoon.errors import ErrorCode, RpcError, ServiceError
+from cocoon.errors import CocoonError, ErrorCode
 from sandboxes.choices import SandboxState
 
 AGENT_USER = "agent"
@@ -26,11 +26,17 @@ MAX_EXEC_OUTPUT = 4 * 1024 * 1024
 TMUX_SOCKET = "cocoon"
 
 
-class DriverError(ServiceError):
-    """The engine refused or failed; the message is safe to show (no secrets in it)."""
+class DriverError(CocoonError):
+    """The engine refused or failed; str() is its message, safe to show (no secrets in it)."""
 
-    def as_rpc_error(self) -> RpcError:
-        return RpcError(ErrorCode.DRIVER_ERROR, details={"engine": str(self)})
+    code = ErrorCode.DRIVER_ERROR
+
+    def __init__(self, engine_message: str) -> None:
+        super().__init__(details={"engine": engine_message})
+        self.args = (engine_message,)
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 class ImageNotFound(DriverError):

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from cocoon import setup
 from cocoon.env import parse_bind
-from cocoon.errors import RpcError
+from cocoon.errors import CocoonError
 from cocoon.logs import RedactingAccessLog
 
 
@@ -40,7 +40,7 @@ class Command(BaseCommand):
                 setup.first_run(config_path)
             except ValueError as error:
                 raise CommandError(str(error)) from error
-            except RpcError as error:
+            except CocoonError as error:
                 raise CommandError(f"COCOON_CONFIG is invalid: {json.dumps(error.render())}") from error
 
         worker = None

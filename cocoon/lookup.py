@@ -4,7 +4,7 @@ from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet
 
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import NotFound
 
 M = TypeVar("M", bound=Model)
 
@@ -17,5 +17,5 @@ def get_or_not_found(source: type[M] | QuerySet[M], pk: Any, message: Any, **par
     queryset = source if isinstance(source, QuerySet) else source._default_manager.all()
     row = queryset.filter(pk=pk).first()
     if row is None:
-        raise RpcError(ErrorCode.NOT_FOUND, message, **params)
+        raise NotFound(message, **params)
     return row

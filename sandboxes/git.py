@@ -9,12 +9,21 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict, ErrorCode, RpcError
 from sandboxes import diffs, github, gitpush
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, ExecResult
 from sandboxes.services import GIT_ENV
 from sandboxes.workspace import record_change, relative, run_script, running_sandbox
+
+
+class PatchTooLarge(Conflict):
+    """The workspace's diff is over the limit a patch may have; the archive still has it all."""
+
+
+class NothingToCommit(Conflict):
+    pass
+
 
 BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[\w./-]{1,255}$")
 REMOTE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
@@ -57,7 +66,7 @@ def diff(sandbox_id: str, paths: list[str] | None = None) -> dict[str, Any]:
     running_sandbox(sandbox_id)
     result = run_script(sandbox_id, "diff", DIFF, *relative(paths)).checked()
     if result.truncated:
-        raise RpcError(ErrorCode.CONFLICT, _("The patch is too large; download the archive instead."))
+        raise PatchTooLarge(_("The patch is too large; download the archive instead."))
     return diffs.parse_diff(result.stdout)
 
 
@@ -134,7 +143,7 @@ def git_commit(
     if committed.exit_code != 0:
         output = (committed.stdout + committed.stderr).decode(errors="replace")
         if "nothing to commit" in output or "no changes added" in output:
-            raise RpcError(ErrorCode.CONFLICT, _("There is nothing to commit."))
+            raise NothingToCommit(_("There is nothing to commit."))
         raise DriverError(output.strip()[-500:])
     commit = _git(sandbox_id, "rev-parse", "HEAD").stdout.decode().strip()
     record_change(sandbox, "git.committed", actor, commit=commit[:12])

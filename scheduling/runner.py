@@ -5,6 +5,7 @@ agents live in tmux in the sandbox; so a runner that takes over a task whose wor
 step where it stood and keeps waiting for the same agent, with the same deadline.
 """
 
+import contextlib
 import json
 import logging
 import threading
@@ -285,11 +286,8 @@ class Run:
         if problems:
             raise StepFailed(closing_reason("report_invalid", path=path, problem="; ".join(problems)[:500]))
         task.report = report
-        try:
+        with contextlib.suppress(git.PatchTooLarge):  # too large to keep: the sandbox still has it
             task.diff = git.diff(task.sandbox_id)
-        except CocoonError as error:
-            if error.code != ErrorCode.CONFLICT:  # too large to keep: the sandbox still has it
-                raise
         if not self._owned():
             raise Abandoned
         if report["ok"] and report.get("autoClose"):

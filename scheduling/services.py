@@ -3,6 +3,7 @@
 scheduling.dispatch hands queued tasks to runners; scheduling.runner drives a run and closes it here.
 """
 
+import contextlib
 import logging
 from typing import Any
 
@@ -161,11 +162,8 @@ def approve_task(
         branch = (push or {}).get("branch") or f"cocoon/{task.id}"
         remote = (push or {}).get("remote", "origin")
         message = (push or {}).get("message") or task.title
-        try:
+        with contextlib.suppress(git.NothingToCommit):  # push what is there
             git.git_commit(sandbox.id, message, None, None, actor=actor)
-        except CocoonError as error:
-            if error.code != ErrorCode.CONFLICT:  # nothing to commit: push what is there
-                raise
         git.git_push(sandbox.id, branch, remote, actor=actor)
         if pull_request:
             created = git.create_pull_request(

@@ -11,7 +11,7 @@ from typing import Any
 import docker
 
 from sandboxes.drivers.base import SandboxSpec
-from sandboxes.drivers.docker import OPTIONAL_RUNTIMES, DockerDriver
+from sandboxes.drivers.docker.driver import OPTIONAL_RUNTIMES, DockerDriver
 
 RLIMIT_CAP = 16384
 

@@ -1,6 +1,7 @@
 """Chaos (issue #14): dockerd restarts while agents work. With live-restore, sandboxes and agents run on
 untouched; without it, the sandboxes come back by their restart policy, agents whose profile can resume
-are resumed and the others end with engine_restarted, their last screen kept.
+are resumed and the others end with engine_restarted, their last screen kept. Either way a sandbox's
+workspace is kept and cocoond serves on.
 
 The engine restarted is a dockerd of the test's own (own socket, data root, exec root and containerd),
 so the machine's engine, which other tests use, is never restarted."""
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import httpx
 import pytest
 
 from tests.chaos.faults import assert_rows_match_engine, settle
@@ -174,3 +176,26 @@ def test_without_live_restore_sandboxes_come_back_and_agents_resume_or_say_why_n
     assert _exec_ok(cocoond, another, ["echo", "ok"]) == "ok\n"
     for made in (sandbox, another):
         cocoond.call("sandbox.delete", {"sandboxId": made["id"]})
+
+
+@pytest.mark.parametrize("live_restore", [True, False], ids=["live-restore", "no-live-restore"])
+def test_a_sandbox_comes_back_with_its_workspace_after_a_dockerd_restart(
+    engine, start_cocoond, sandbox_image, live_restore
+):
+    restart(engine, live_restore)
+    cocoond = start_cocoond(env={"DOCKER_HOST": engine.socket})
+    sandbox = cocoond.call("sandbox.create", {"network": "none", "image": sandbox_image})
+    _exec_ok(cocoond, sandbox, ["bash", "-c", "echo survived > proof.txt"])
+
+    client = restart(engine, live_restore)
+
+    container = client.containers.get(f"{cocoond.instance}-{sandbox['id']}")
+
+    def running() -> bool:
+        container.reload()
+        return container.status == "running"
+
+    wait_until(running, timeout=60)
+    assert settle(lambda: _exec_ok(cocoond, sandbox, ["cat", "proof.txt"])) == "survived\n"
+    assert httpx.get(f"{cocoond.url}/healthz").status_code == 200
+    cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})

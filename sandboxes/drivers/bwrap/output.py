@@ -31,7 +31,7 @@ def bounded_communicate(
     streams = selectors.DefaultSelector()
     for stream in output:
         os.set_blocking(stream.fileno(), False)
-        streams.register(stream, selectors.EVENT_READ)
+        streams.register(stream, selectors.EVENT_READ, output[stream])
     deadline = time.monotonic() + timeout
     while streams.get_map():
         remaining = deadline - time.monotonic()
@@ -42,7 +42,7 @@ def bounded_communicate(
             if not chunk:
                 streams.unregister(key.fileobj)
                 continue
-            buffer = output[key.fileobj]
+            buffer = key.data
             room = MAX_EXEC_OUTPUT - len(buffer)
             truncated |= len(chunk) > room
             buffer += chunk[: max(room, 0)]

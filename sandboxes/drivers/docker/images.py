@@ -1,0 +1,109 @@
+"""What sandboxes are made from: images (looked up and built) and the toolbox volume."""
+
+import io
+import json
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import APIError, NotFound
+from docker.errors import ImageNotFound as DockerImageNotFound
+
+from sandboxes.drivers.base import TOOLBOX, TOOLBOX_MANIFEST, DriverError, ImageInfo, ImageNotFound, labels
+from sandboxes.drivers.docker.engine import DockerEngine, driver_error
+
+
+class DockerImages(DockerEngine):
+    def image_exists(self, image: str) -> bool:
+        try:
+            self._client.images.get(image)
+        except DockerImageNotFound:
+            return False
+        except APIError as error:
+            raise driver_error(error) from error
+        return True
+
+    def image_info(self, image: str) -> ImageInfo | None:
+        try:
+            found = self._client.images.get(image)
+        except DockerImageNotFound:
+            return None
+        except Exception as error:
+            raise driver_error(error) from error
+        return ImageInfo(
+            id=found.attrs["Id"], size_bytes=found.attrs["Size"], created_at=found.attrs["Created"]
+        )
+
+    def build_image(self, context: Path, tag: str, *, kind: str, target: str | None = None) -> Iterator[str]:
+        try:
+            for chunk in self._client.api.build(
+                path=str(context),
+                tag=tag,
+                target=target,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                labels={"io.cocoon.image": kind},
+            ):
+                if "error" in chunk:
+                    raise DriverError(chunk["error"].strip())
+                if line := chunk.get("stream", "").strip():
+                    yield line
+        except DriverError:
+            raise
+        except Exception as error:
+            raise driver_error(error) from error
+
+    # -- toolbox --------------------------------------------------------------------------------
+
+    def _toolbox_helper(self, command: list[str]) -> Any:
+        """A short-lived container with the toolbox volume mounted writable; the caller removes it."""
+        from cocoon.config import get_settings
+
+        self._ensure_shared_objects()
+        return self._client.containers.create(
+            image=get_settings()["sandbox"]["image"],
+            command=command,
+            user="root",
+            network_mode="none",
+            labels=labels("toolbox"),
+            mounts=[docker.types.Mount(TOOLBOX, self._agents_volume(), type="volume")],
+        )
+
+    def install_toolbox(self, source: Path) -> None:
+        try:
+            helper = self._toolbox_helper(["sh", "-c", f"find {TOOLBOX} -mindepth 1 -delete"])
+        except Exception as error:
+            raise driver_error(error) from error
+        try:
+            helper.start()
+            if helper.wait(timeout=300)["StatusCode"] != 0:
+                raise DriverError("could not empty the toolbox volume")
+            with tempfile.TemporaryFile(dir=source.parent) as archive:
+                with tarfile.open(fileobj=archive, mode="w") as tar:
+                    tar.add(source, arcname=".")
+                archive.seek(0)
+                if not helper.put_archive(TOOLBOX, archive):
+                    raise DriverError("could not copy the toolbox into its volume")
+        except APIError as error:
+            raise driver_error(error) from error
+        finally:
+            helper.remove(force=True)
+
+    def toolbox_manifest(self) -> dict[str, Any] | None:
+        try:
+            helper = self._toolbox_helper(["true"])  # runs the sandbox image, which may not exist yet
+        except DockerImageNotFound as error:
+            raise ImageNotFound(str(error.explanation or error)) from error
+        try:
+            stream, _stat = helper.get_archive(f"{TOOLBOX}/{TOOLBOX_MANIFEST}")
+            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+                member = tar.extractfile(TOOLBOX_MANIFEST)
+                return json.loads(member.read()) if member else None
+        except NotFound:
+            return None
+        finally:
+            helper.remove(force=True)

@@ -1,0 +1,153 @@
+"""Exec and terminals: commands run in a sandbox over the engine's upgraded (hijacked) exec streams."""
+
+import io
+import math
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from sandboxes.drivers.base import AGENT_USER, MAX_EXEC_OUTPUT, WORKSPACE, ExecResult, TtySession
+from sandboxes.drivers.docker.engine import DockerEngine, sandbox_error
+
+# How long past the in-sandbox `timeout` the driver waits before giving up on the output stream.
+EXEC_GRACE_S = 5
+# Docker's multiplexed stream: each frame is a header (stream, 3 zero bytes, big-endian size), then data.
+FRAME_HEADER = struct.Struct(">BxxxL")
+READ_CHUNK = 65536
+
+
+def _stream_reader(sock: Any) -> io.BufferedReader:
+    """The buffered reader that parsed the headers of an upgraded (attach, exec start) response.
+
+    The engine may send the stream's first bytes right behind its `101 UPGRADED` headers; http.client
+    reads the headers through this reader, which then holds those bytes in its buffer, where a read on
+    the socket (`exec_start(socket=True)`, docker-py's own `frames_iter`) never sees them: a short
+    command's whole output was lost that way (docker/docker-py#3332). The SDK keeps the response on the
+    socket it returns and finds the socket under this same reader (`response.raw._fp.fp.raw`).
+    """
+    return sock._response.raw._fp.fp
+
+
+def _frames(reader: io.BufferedReader) -> Iterator[tuple[int, bytes]]:
+    """(stream, data) pieces of a multiplexed (non-TTY) stream, up to the end of the stream."""
+    while len(header := reader.read(FRAME_HEADER.size)) == FRAME_HEADER.size:
+        stream, remaining = FRAME_HEADER.unpack(header)
+        while remaining:
+            # read1: what is buffered, else one read on the socket; never waits for more than it has.
+            data = reader.read1(min(remaining, READ_CHUNK))
+            if not data:
+                return
+            remaining -= len(data)
+            yield stream, data
+
+
+class DockerTty(TtySession):
+    def __init__(self, api: Any, exec_id: str, sock: Any) -> None:
+        self.api = api
+        self.exec_id = exec_id
+        self.sock = sock
+        self.raw: socket.socket = sock._sock
+        # What the shell printed first may have come in with the response headers (see _stream_reader).
+        self.reader = _stream_reader(sock)
+
+    def read(self, size: int = 65536) -> bytes:
+        try:
+            return self.reader.read1(size)
+        except OSError:
+            return b""
+
+    def write(self, data: bytes) -> None:
+        self.raw.sendall(data)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.api.exec_resize(self.exec_id, height=rows, width=cols)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class DockerExec(DockerEngine):
+    def exec(
+        self,
+        sandbox_id: str,
+        command: list[str],
+        *,
+        stdin: bytes | None = None,
+        env: dict[str, str] | None = None,
+        user: str = AGENT_USER,
+        workdir: str = WORKSPACE,
+        timeout: float = 60,
+    ) -> ExecResult:
+        api = self._client.api
+        # `timeout` inside the sandbox kills the command; the socket deadline below is the backstop.
+        limit = max(1, math.ceil(timeout))
+        wrapped = ["timeout", "-k", "2", str(limit), *command]
+        started = time.monotonic()
+        try:
+            exec_id = api.exec_create(
+                self._container_name(sandbox_id),
+                wrapped,
+                stdin=stdin is not None,
+                environment=env or {},
+                workdir=workdir,
+                user=user,
+            )["Id"]
+            # Any: the socket's wrapper, whose private parts (_sock, _response) the stream is read from.
+            sock: Any = api.exec_start(exec_id, socket=True)
+        except Exception as error:
+            raise sandbox_error(error) from error
+        raw: socket.socket = sock._sock
+        raw.settimeout(limit + EXEC_GRACE_S)
+        output = {1: bytearray(), 2: bytearray()}
+        truncated = False
+        try:
+            if stdin is not None:
+                raw.sendall(stdin)
+                raw.shutdown(socket.SHUT_WR)
+            for stream, data in _frames(_stream_reader(sock)):
+                buffer = output.get(stream)
+                if buffer is None:
+                    continue
+                room = MAX_EXEC_OUTPUT - len(buffer)
+                if len(data) > room:
+                    truncated = True
+                buffer += data[: max(room, 0)]
+        except TimeoutError:
+            return ExecResult(-1, bytes(output[1]), bytes(output[2]), timed_out=True, truncated=truncated)
+        finally:
+            sock.close()
+        exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        timed_out = exit_code in {124, 137} and time.monotonic() - started >= limit
+        return ExecResult(
+            exit_code, bytes(output[1]), bytes(output[2]), timed_out=timed_out, truncated=truncated
+        )
+
+    def open_tty(
+        self,
+        sandbox_id: str,
+        command: list[str],
+        *,
+        cols: int = 80,
+        rows: int = 24,
+        env: dict[str, str] | None = None,
+        user: str = AGENT_USER,
+        workdir: str = WORKSPACE,
+    ) -> TtySession:
+        api = self._client.api
+        try:
+            exec_id = api.exec_create(
+                self._container_name(sandbox_id),
+                command,
+                stdin=True,
+                tty=True,
+                environment={"TERM": "xterm-256color", **(env or {})},
+                workdir=workdir,
+                user=user,
+            )["Id"]
+            sock = api.exec_start(exec_id, socket=True, tty=True)
+            api.exec_resize(exec_id, height=rows, width=cols)
+        except Exception as error:
+            raise sandbox_error(error) from error
+        return DockerTty(api, exec_id, sock)

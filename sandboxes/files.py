@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError, field_error
+from cocoon.errors import InvalidParams, field_error
 from sandboxes.drivers import get_driver
 from sandboxes.workspace import checked, normalize, record_change, run_script, running_sandbox
 
@@ -123,7 +123,7 @@ def write_file(sandbox_id: str, path: str, content: str, encoding: str, *, actor
     data = _content_bytes(content, encoding)
     sandbox = running_sandbox(sandbox_id)
     if len(data) > MAX_FILE_BYTES:
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("%(path)s is larger than the limit."), path=path)
+        raise InvalidParams(_("%(path)s is larger than the limit."), path=path)
     _run(sandbox_id, "write", path, stdin=data)
     record_change(sandbox, "files.written", actor, path=path)
 

@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import Conflict, ErrorCode, RpcError
+from cocoon.errors import Conflict, Forbidden, InvalidParams, NotFound
 from sandboxes import diffs, github, gitpush
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, ExecResult
@@ -80,7 +80,7 @@ def apply_patch(sandbox_id: str, patch: str, *, check: bool, three_way: bool, ac
     )
     errors = result.stderr.decode(errors="replace")
     if diffs.unreadable(errors):
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("This is not a patch git can read."))
+        raise InvalidParams(_("This is not a patch git can read."))
     conflicts = diffs.conflicts(errors)
     applied = not check and (result.exit_code == 0 or (three_way and diffs.left_conflict_markers(errors)))
     if applied:
@@ -136,7 +136,7 @@ def git_commit(
     if author:
         match = AUTHOR.match(author)
         if not match:
-            raise RpcError(ErrorCode.INVALID_PARAMS, _('The author must look like "Name <email>".'))
+            raise InvalidParams(_('The author must look like "Name <email>".'))
         env = {"GIT_AUTHOR_NAME": match["name"], "GIT_AUTHOR_EMAIL": match["email"]}
     _git(sandbox_id, "add", "-A", "--", *relative(paths)).checked()
     committed = _git(sandbox_id, "commit", "--quiet", "--file=-", stdin=message.encode(), env=env)
@@ -153,7 +153,7 @@ def git_commit(
 def _remote_url(sandbox_id: str, remote: str, *, push: bool = False) -> str:
     result = _git(sandbox_id, "remote", "get-url", *(["--push"] if push else []), "--", remote)
     if result.exit_code != 0:
-        raise RpcError(ErrorCode.NOT_FOUND, _("The remote %(remote)s does not exist."), remote=remote)
+        raise NotFound(_("The remote %(remote)s does not exist."), remote=remote)
     return result.stdout.decode(errors="replace").strip()
 
 
@@ -163,8 +163,7 @@ def _github_repository(sandbox_id: str, remote: str, *, push: bool = False) -> t
     url = _remote_url(sandbox_id, remote, push=push)
     found = github.repository(url)
     if found is None:
-        raise RpcError(
-            ErrorCode.FORBIDDEN,
+        raise Forbidden(
             _(
                 "The remote %(remote)s is not a repository on %(host)s: "
                 "cocoon pushes and opens pull requests only there."
@@ -178,9 +177,9 @@ def _github_repository(sandbox_id: str, remote: str, *, push: bool = False) -> t
 def git_push(sandbox_id: str, branch: str, remote: str = "origin", *, actor: Actor) -> dict[str, Any]:
     sandbox = running_sandbox(sandbox_id)
     if not BRANCH.match(branch):
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("%(branch)s is not a valid branch name."), branch=branch)
+        raise InvalidParams(_("%(branch)s is not a valid branch name."), branch=branch)
     if not REMOTE.match(remote):
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("%(remote)s is not a valid remote name."), remote=remote)
+        raise InvalidParams(_("%(remote)s is not a valid remote name."), remote=remote)
     url = _github_repository(sandbox_id, remote, push=True)[0]
     gitpush.push(sandbox_id, url, github.base_url(), branch)
     record_change(sandbox, "git.pushed", actor, branch=branch)

@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict
 from sandboxes.choices import Capability, ImageVariant
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, SandboxDriver
@@ -33,7 +33,7 @@ def image_tag(variant: str) -> str:
 def _image_driver() -> SandboxDriver:
     driver = get_driver()
     if Capability.IMAGES not in driver.capabilities():
-        raise RpcError(ErrorCode.CONFLICT, _("The %(driver)s driver has no images."), driver=driver.kind)
+        raise Conflict(_("The %(driver)s driver has no images."), driver=driver.kind)
     return driver
 
 

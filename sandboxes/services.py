@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError, field, field_error, fields_error, interpolate_lazy
+from cocoon.errors import Conflict, Forbidden, Timeout, field, field_error, fields_error, interpolate_lazy
 from cocoon.lookup import get_or_not_found
 from sandboxes import networking, signals
 from sandboxes.choices import NetworkMode, SandboxState
@@ -110,8 +110,7 @@ def check_network_mode(network: str | None, actor: Actor) -> str:
     network = network or document["sandbox"]["network"]
     allowed = document["security"]["agentNetworkModes"]
     if not actor.is_admin and network not in allowed:
-        raise RpcError(
-            ErrorCode.FORBIDDEN,
+        raise Forbidden(
             _("Agent tokens may not choose the network mode %(network)s (allowed: %(allowed)s)."),
             network=network,
             allowed=", ".join(allowed) or "-",
@@ -163,7 +162,7 @@ def create_sandbox(
                 branch=branch or "",
             )
     except IntegrityError:
-        raise RpcError(ErrorCode.CONFLICT, _("A sandbox named %(name)s exists already."), name=name) from None
+        raise Conflict(_("A sandbox named %(name)s exists already."), name=name) from None
 
     spec = SandboxSpec(
         sandbox.id,
@@ -282,8 +281,7 @@ def _clone_repository(sandbox: Sandbox) -> None:
 def require_running(sandbox: Sandbox) -> Sandbox:
     """The sandbox, or conflict when it is not running: every operation inside a sandbox needs one."""
     if sandbox.state != SandboxState.RUNNING:
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _("Sandbox %(name)s is %(state)s, not running."),
             name=sandbox.name,
             state=sandbox.state,
@@ -315,9 +313,7 @@ def _engine_call(sandbox: Sandbox, operation: Any) -> Any:
         return operation(sandbox.id)
     except SandboxNotFound:
         _apply(sandbox, SandboxState.MISSING, {}, "sandbox.missing", None)
-        raise RpcError(
-            ErrorCode.CONFLICT, _("The container of sandbox %(name)s is gone."), name=sandbox.name
-        ) from None
+        raise Conflict(_("The container of sandbox %(name)s is gone."), name=sandbox.name) from None
 
 
 def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
@@ -376,7 +372,7 @@ def exec_in_sandbox(
         "truncated": result.truncated,
     }
     if result.timed_out:
-        raise RpcError(ErrorCode.TIMEOUT, details=output)
+        raise Timeout(details=output)
     return output
 
 

@@ -26,7 +26,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import TOOLBOX, DriverError, ImageNotFound
 from sandboxes.drivers.base import TOOLBOX_MANIFEST as MANIFEST
@@ -210,8 +210,7 @@ def toolbox_status() -> dict[str, Any]:
     try:
         manifest = get_driver().toolbox_manifest()
     except ImageNotFound:
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _("The sandbox image %(image)s does not exist yet: build it with image.build."),
             image=document["sandbox"]["image"],
         ) from None

@@ -278,17 +278,6 @@ def _clone_repository(sandbox: Sandbox) -> None:
         )
 
 
-def require_running(sandbox: Sandbox) -> Sandbox:
-    """The sandbox, or conflict when it is not running: every operation inside a sandbox needs one."""
-    if sandbox.state != SandboxState.RUNNING:
-        raise Conflict(
-            _("Sandbox %(name)s is %(state)s, not running."),
-            name=sandbox.name,
-            state=sandbox.state,
-        )
-    return sandbox
-
-
 def _apply(
     sandbox: Sandbox,
     state: str,
@@ -352,8 +341,7 @@ def exec_in_sandbox(
     stdin: str | None = None,
     timeout_s: float = 60,
 ) -> dict[str, Any]:
-    sandbox = get_sandbox(sandbox_id)
-    require_running(sandbox)
+    sandbox = get_sandbox(sandbox_id).ensure_running()
     result = _engine_call(
         sandbox,
         lambda sid: get_driver().exec(

@@ -18,7 +18,7 @@ from cocoon.errors import CocoonError, Conflict, Forbidden, InvalidParams, NotFo
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import WORKSPACE, ExecResult
 from sandboxes.models import Sandbox
-from sandboxes.services import get_sandbox, require_running
+from sandboxes.services import get_sandbox
 
 events.register_types("workspace.updated", visibility=Visibility.AGENT)
 
@@ -61,7 +61,7 @@ def relative(paths: list[str] | None) -> list[str]:
 
 def running_sandbox(sandbox_id: str) -> Sandbox:
     """The sandbox, which must be running: every workspace operation happens inside it."""
-    return require_running(get_sandbox(sandbox_id))
+    return get_sandbox(sandbox_id).ensure_running()
 
 
 def run_script(sandbox_id: str, name: str, script: str, *args: str, stdin: bytes | None = None) -> ExecResult:

@@ -158,7 +158,7 @@ def approve_task(
 
     task = _reviewable(task_id)
     if push or pull_request:
-        sandbox = sandboxes.require_running(sandboxes.get_sandbox(task.sandbox_id))
+        sandbox = sandboxes.get_sandbox(task.sandbox_id).ensure_running()
         branch = (push or {}).get("branch") or f"cocoon/{task.id}"
         remote = (push or {}).get("remote", "origin")
         message = (push or {}).get("message") or task.title

@@ -28,12 +28,14 @@ from sandboxes.drivers.base import (
     AGENT_UID,
     AGENT_USER,
     DriverError,
+    ExecResult,
     ImageNotFound,
     Limits,
     SandboxNotFound,
     SandboxSpec,
 )
 from sandboxes.models import Sandbox, new_sandbox_id
+from sandboxes.schemas import serialize_exec_result, serialize_sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -70,27 +72,8 @@ activity.register_messages(
 events.register_types("sandbox.updated", "sandbox.deleted", visibility=Visibility.AGENT)
 
 
-def serialize(sandbox: Sandbox) -> dict[str, Any]:
-    return {
-        "id": sandbox.id,
-        "name": sandbox.name,
-        "state": sandbox.state,
-        "network": sandbox.network,
-        "image": sandbox.image,
-        "ips": sandbox.ips,
-        "repo": sandbox.repo or None,
-        "branch": sandbox.branch or None,
-        "limits": {"cpus": sandbox.cpus, "memoryMb": sandbox.memory_mb, "pids": sandbox.pids},
-        "runtime": sandbox.runtime or None,
-        "driver": sandbox.driver,
-        "error": sandbox.error or None,
-        "createdAt": sandbox.created_at.isoformat(),
-        "updatedAt": sandbox.updated_at.isoformat(),
-    }
-
-
 def _publish(sandbox: Sandbox) -> None:
-    events.publish("sandbox.updated", serialize(sandbox), sandbox_id=sandbox.id)
+    events.publish("sandbox.updated", serialize_sandbox(sandbox), sandbox_id=sandbox.id)
 
 
 def get_sandbox(sandbox_id: str) -> Sandbox:
@@ -340,7 +323,7 @@ def exec_in_sandbox(
     env: dict[str, str] | None = None,
     stdin: str | None = None,
     timeout_s: float = 60,
-) -> dict[str, Any]:
+) -> ExecResult:
     sandbox = get_sandbox(sandbox_id).ensure_running()
     result = _engine_call(
         sandbox,
@@ -353,15 +336,9 @@ def exec_in_sandbox(
             timeout=timeout_s,
         ),
     )
-    output = {
-        "exitCode": result.exit_code,
-        "stdout": result.stdout.decode(errors="replace"),
-        "stderr": result.stderr.decode(errors="replace"),
-        "truncated": result.truncated,
-    }
     if result.timed_out:
-        raise Timeout(details=output)
-    return output
+        raise Timeout(details=serialize_exec_result(result))
+    return result
 
 
 def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:

@@ -17,6 +17,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,15 @@ activity.register_messages(
     }
 )
 events.register_types("toolbox.install", visibility=Visibility.ADMIN)
+
+
+@dataclass(frozen=True)
+class ToolboxStatus:
+    installed: bool
+    current: bool  # installed for the settings' package list
+    packages: list[str]  # the settings' package list
+    versions: dict[str, str]
+    prepared_at: str | None
 
 
 def staging_dir(packages: list[str]) -> Path:
@@ -205,7 +215,7 @@ def install_toolbox() -> dict[str, Any]:
     return manifest
 
 
-def toolbox_status() -> dict[str, Any]:
+def toolbox_status() -> ToolboxStatus:
     document = config.get_settings()
     try:
         manifest = get_driver().toolbox_manifest()
@@ -215,10 +225,10 @@ def toolbox_status() -> dict[str, Any]:
             image=document["sandbox"]["image"],
         ) from None
     wanted = document["toolbox"]["packages"]
-    return {
-        "installed": manifest is not None,
-        "current": manifest is not None and manifest["packages"] == wanted,
-        "packages": wanted,
-        "versions": manifest["versions"] if manifest else {},
-        "preparedAt": manifest["preparedAt"] if manifest else None,
-    }
+    return ToolboxStatus(
+        installed=manifest is not None,
+        current=manifest is not None and manifest["packages"] == wanted,
+        packages=wanted,
+        versions=manifest["versions"] if manifest else {},
+        prepared_at=manifest["preparedAt"] if manifest else None,
+    )

@@ -155,6 +155,7 @@ def approve_task(
 ) -> Task:
     """Accept a task in review: optionally commit + push its changes and open a pull request, then done."""
     from sandboxes import git
+    from sandboxes.schemas import serialize_pull_request
 
     task = _reviewable(task_id)
     if push or pull_request:
@@ -175,7 +176,7 @@ def approve_task(
                 remote,
                 actor=actor,
             )
-            task.report = (task.report or {}) | {"pullRequest": created}
+            task.report = (task.report or {}) | {"pullRequest": serialize_pull_request(created)}
     return close_task(task, TaskStatus.DONE, activity_key="task.approved", actor=actor)
 
 

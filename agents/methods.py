@@ -20,7 +20,7 @@ from cocoon.schema import (
     obj,
     string,
 )
-from sandboxes.methods.lifecycle import SANDBOX_ID
+from sandboxes.schemas import SANDBOX_ID
 
 AGENT_ID = string(pattern="^ag_[a-z0-9]+$", maxLength=40)
 AGENT = obj(

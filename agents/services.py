@@ -28,7 +28,7 @@ from egress import services as egress
 from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError
-from sandboxes.services import get_sandbox, require_running
+from sandboxes.services import get_sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +108,7 @@ def spawn_agent(
     cols: int = 120,
     rows: int = 40,
 ) -> Agent:
-    sandbox = get_sandbox(sandbox_id)
-    require_running(sandbox)
+    sandbox = get_sandbox(sandbox_id).ensure_running()
     profile = get_profile(profile_name)
     # The row is written once the session exists: the poller must never see an agent whose tmux
     # session is not there yet (it would take it for exited).
@@ -217,7 +216,7 @@ def live_agent(agent_id: str) -> Agent:
     agent = get_agent(agent_id)
     if agent.status == AgentStatus.EXITED:
         raise RpcError(ErrorCode.CONFLICT, _("Agent %(id)s has exited."), id=agent.id)
-    require_running(agent.sandbox)
+    agent.sandbox.ensure_running()
     return agent
 
 
@@ -242,7 +241,7 @@ def read_screen(agent_id: str, scrollback: int = 0) -> dict[str, Any]:
     """The agent's screen now; of an agent that is gone the last screen cocoon kept, marked lastKnown."""
     agent = get_agent(agent_id)
     if agent.status != AgentStatus.EXITED:
-        require_running(agent.sandbox)
+        agent.sandbox.ensure_running()
         try:
             screen, above = tmux.capture(agent.sandbox_id, agent.id, scrollback)
             return {"screen": screen, "lastKnown": False} | ({"scrollback": above} if scrollback else {})

@@ -11,7 +11,7 @@ from cocoon.errors import ErrorCode, RpcError
 from cocoon.registry import Call, registry
 from cocoon.schema import BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, integer, nullable, obj, string
 from egress import providers, services
-from sandboxes.methods.lifecycle import SANDBOX_ID
+from sandboxes.schemas import SANDBOX_ID
 
 DENIED = obj(
     {

@@ -4,7 +4,7 @@ Pure functions over bytes and text; running git is sandboxes.git's job.
 """
 
 import re
-from typing import Any
+from dataclasses import dataclass
 
 # Between the diff script's parts: --numstat, --name-status and the patch itself.
 SPLIT = b"\0\0cocoon-split\0\0"
@@ -15,6 +15,31 @@ CONFLICT_LINES = (
 )
 # What git apply says of input that is no patch at all.
 UNREADABLE = ("No valid patches in input", "corrupt patch", "unrecognized input")
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file of a diff: its status and lines added/deleted (None for binary files)."""
+
+    path: str
+    status: str
+    added: int | None
+    deleted: int | None
+    old_path: str | None = None  # of a rename or copy
+
+
+@dataclass(frozen=True)
+class Diff:
+    patch: str
+    files: list[FileChange]
+
+
+@dataclass(frozen=True)
+class PatchConflict:
+    """Why git apply refused one file."""
+
+    path: str
+    message: str
 
 
 def status_name(code: str) -> str:
@@ -43,8 +68,8 @@ def _line_counts(numstat: bytes) -> dict[str, tuple[int | None, int | None]]:
     return counts
 
 
-def parse_diff(output: bytes) -> dict[str, Any]:
-    """The diff script's output as {"patch", "files"}: each file with its status and line counts."""
+def parse_diff(output: bytes) -> Diff:
+    """The diff script's output: the patch, and each file with its status and line counts."""
     numstat, name_status, patch = output.split(SPLIT, 2)
     counts = _line_counts(numstat)
     files = []
@@ -59,11 +84,8 @@ def parse_diff(output: bytes) -> dict[str, Any]:
             old, path = None, fields[index + 1].decode()
             index += 2
         added, deleted = counts.get(path, (None, None))
-        entry = {"path": path, "status": status_name(status), "added": added, "deleted": deleted}
-        if old:
-            entry["oldPath"] = old
-        files.append(entry)
-    return {"patch": patch.decode("utf-8", errors="surrogateescape"), "files": files}
+        files.append(FileChange(path, status_name(status), added, deleted, old))
+    return Diff(patch.decode("utf-8", errors="surrogateescape"), files)
 
 
 def unreadable(errors: str) -> bool:
@@ -71,7 +93,7 @@ def unreadable(errors: str) -> bool:
     return any(complaint in errors for complaint in UNREADABLE)
 
 
-def conflicts(errors: str) -> list[dict[str, str]]:
+def conflicts(errors: str) -> list[PatchConflict]:
     """git apply's complaints, one entry per file."""
     found: dict[str, list[str]] = {}
     for line in errors.splitlines():
@@ -85,7 +107,7 @@ def conflicts(errors: str) -> list[dict[str, str]]:
                 )
                 found.setdefault(groups["path"], []).append(message)
                 break
-    return [{"path": path, "message": "; ".join(messages)} for path, messages in found.items()]
+    return [PatchConflict(path, "; ".join(messages)) for path, messages in found.items()]
 
 
 def left_conflict_markers(errors: str) -> bool:

@@ -6,18 +6,19 @@ Paths are checked against the roots by sandboxes.workspace, and resolved by the 
 
 import base64
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
 
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError, field_error
+from cocoon.errors import InvalidParams, field_error
 from sandboxes.drivers import get_driver
 from sandboxes.workspace import checked, normalize, record_change, run_script, running_sandbox
 
 MAX_FILE_BYTES = 3 * 1024 * 1024  # a file read or written in one call (fits one exec's output)
+KINDS = {"f": "file", "d": "directory", "l": "symlink"}  # find's %y letters
 
 activity.register_messages(
     {
@@ -75,40 +76,46 @@ printf '%s' "$p"
 }
 
 
+@dataclass(frozen=True)
+class FileEntry:
+    name: str  # relative to the folder listed
+    kind: str  # file, directory, symlink or other
+    size: int
+    mode: str  # octal permission bits
+    mtime: float
+
+
+@dataclass(frozen=True)
+class FileContent:
+    content: str
+    encoding: str  # utf-8, or base64 for binary content
+
+
 def _run(sandbox_id: str, script: str, path: str, *args: str, stdin: bytes | None = None) -> bytes:
     """The output of one of SCRIPTS for path (checked, then resolved, inside the sandbox)."""
     result = run_script(sandbox_id, script, SCRIPTS[script], normalize(path), *args, stdin=stdin)
     return checked(result, path).stdout
 
 
-def list_files(sandbox_id: str, path: str, recursive: bool = False) -> list[dict[str, Any]]:
+def list_files(sandbox_id: str, path: str, recursive: bool = False) -> list[FileEntry]:
     running_sandbox(sandbox_id)
     output = _run(sandbox_id, "list", path, "1" if recursive else "0")
-    kinds = {"f": "file", "d": "directory", "l": "symlink"}
     entries = []
     for record in filter(None, output.split(b"\0")):
         kind, size, mode, mtime, name = record.decode(errors="replace").split("\t", 4)
-        entries.append(
-            {
-                "name": name,
-                "type": kinds.get(kind, "other"),
-                "size": int(size),
-                "mode": mode,
-                "mtime": float(mtime),
-            }
-        )
-    return sorted(entries, key=lambda entry: entry["name"])
+        entries.append(FileEntry(name, KINDS.get(kind, "other"), int(size), mode, float(mtime)))
+    return sorted(entries, key=lambda entry: entry.name)
 
 
-def read_file(sandbox_id: str, path: str, encoding: str | None = None) -> dict[str, Any]:
+def read_file(sandbox_id: str, path: str, encoding: str | None = None) -> FileContent:
     running_sandbox(sandbox_id)
     content = _run(sandbox_id, "read", path, str(MAX_FILE_BYTES))
     if encoding != "base64":
         try:
-            return {"content": content.decode("utf-8"), "encoding": "utf-8"}
+            return FileContent(content.decode("utf-8"), "utf-8")
         except UnicodeDecodeError:
             pass  # binary: answered as base64 whatever was asked
-    return {"content": base64.b64encode(content).decode(), "encoding": "base64"}
+    return FileContent(base64.b64encode(content).decode(), "base64")
 
 
 def _content_bytes(content: str, encoding: str) -> bytes:
@@ -123,7 +130,7 @@ def write_file(sandbox_id: str, path: str, content: str, encoding: str, *, actor
     data = _content_bytes(content, encoding)
     sandbox = running_sandbox(sandbox_id)
     if len(data) > MAX_FILE_BYTES:
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("%(path)s is larger than the limit."), path=path)
+        raise InvalidParams(_("%(path)s is larger than the limit."), path=path)
     _run(sandbox_id, "write", path, stdin=data)
     record_change(sandbox, "files.written", actor, path=path)
 

@@ -2,14 +2,14 @@
 (through sandboxes.gitpush) and the pull request (through sandboxes.github)."""
 
 import re
-from typing import Any
+from dataclasses import dataclass
 
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import Conflict, ErrorCode, RpcError
+from cocoon.errors import Conflict, Forbidden, InvalidParams, NotFound
 from sandboxes import diffs, github, gitpush
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, ExecResult
@@ -23,6 +23,37 @@ class PatchTooLarge(Conflict):
 
 class NothingToCommit(Conflict):
     pass
+
+
+@dataclass(frozen=True)
+class PatchResult:
+    applied: bool
+    valid: bool  # whether it applies (cleanly, or with --3way's conflict markers)
+    conflicts: list[diffs.PatchConflict]
+
+
+@dataclass(frozen=True)
+class StatusEntry:
+    """A changed file: its index and worktree status letters, as git status --porcelain gives them."""
+
+    path: str
+    index: str
+    worktree: str
+    old_path: str | None = None  # of a rename or copy
+
+
+@dataclass(frozen=True)
+class GitStatus:
+    branch: str
+    ahead: int
+    behind: int
+    files: list[StatusEntry]
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    url: str
 
 
 BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[\w./-]{1,255}$")
@@ -61,7 +92,7 @@ git apply "$@" "$patch"
 # -- patches -------------------------------------------------------------------------------------------
 
 
-def diff(sandbox_id: str, paths: list[str] | None = None) -> dict[str, Any]:
+def diff(sandbox_id: str, paths: list[str] | None = None) -> diffs.Diff:
     """The workspace against cocoon-baseline as one git patch (untracked, binary, renames, modes)."""
     running_sandbox(sandbox_id)
     result = run_script(sandbox_id, "diff", DIFF, *relative(paths)).checked()
@@ -70,7 +101,7 @@ def diff(sandbox_id: str, paths: list[str] | None = None) -> dict[str, Any]:
     return diffs.parse_diff(result.stdout)
 
 
-def apply_patch(sandbox_id: str, patch: str, *, check: bool, three_way: bool, actor: Actor) -> dict[str, Any]:
+def apply_patch(sandbox_id: str, patch: str, *, check: bool, three_way: bool, actor: Actor) -> PatchResult:
     sandbox = running_sandbox(sandbox_id)
     flags = ["--check"] if check else []
     if three_way:
@@ -80,12 +111,12 @@ def apply_patch(sandbox_id: str, patch: str, *, check: bool, three_way: bool, ac
     )
     errors = result.stderr.decode(errors="replace")
     if diffs.unreadable(errors):
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("This is not a patch git can read."))
+        raise InvalidParams(_("This is not a patch git can read."))
     conflicts = diffs.conflicts(errors)
     applied = not check and (result.exit_code == 0 or (three_way and diffs.left_conflict_markers(errors)))
     if applied:
         record_change(sandbox, "patch.applied", actor)
-    return {"applied": applied, "conflicts": conflicts, "valid": result.exit_code == 0}
+    return PatchResult(applied=applied, valid=result.exit_code == 0, conflicts=conflicts)
 
 
 # -- git -----------------------------------------------------------------------------------------------
@@ -103,7 +134,7 @@ def _git(
     )
 
 
-def git_status(sandbox_id: str) -> dict[str, Any]:
+def git_status(sandbox_id: str) -> GitStatus:
     running_sandbox(sandbox_id)
     result = _git(sandbox_id, "status", "--porcelain=v1", "-z", "--branch").checked()
     records = result.stdout.decode(errors="replace").split("\0")
@@ -112,31 +143,27 @@ def git_status(sandbox_id: str) -> dict[str, Any]:
     files, index = [], 1
     while index < len(records) and records[index]:
         record = records[index]
-        entry = {"path": record[3:], "index": record[0], "worktree": record[1]}
+        old_path = None
         if record[0] in "RC":
-            entry["oldPath"] = records[index + 1]
+            old_path = records[index + 1]
             index += 1
-        files.append(entry)
+        files.append(StatusEntry(record[3:], record[0], record[1], old_path))
         index += 1
     ahead = re.search(r"ahead (\d+)", header)
     behind = re.search(r"behind (\d+)", header)
-    return {
-        "branch": branch,
-        "ahead": int(ahead[1]) if ahead else 0,
-        "behind": int(behind[1]) if behind else 0,
-        "files": files,
-    }
+    return GitStatus(branch, int(ahead[1]) if ahead else 0, int(behind[1]) if behind else 0, files)
 
 
 def git_commit(
     sandbox_id: str, message: str, paths: list[str] | None, author: str | None, *, actor: Actor
-) -> dict[str, Any]:
+) -> str:
+    """The new commit's id."""
     sandbox = running_sandbox(sandbox_id)
     env = {}
     if author:
         match = AUTHOR.match(author)
         if not match:
-            raise RpcError(ErrorCode.INVALID_PARAMS, _('The author must look like "Name <email>".'))
+            raise InvalidParams(_('The author must look like "Name <email>".'))
         env = {"GIT_AUTHOR_NAME": match["name"], "GIT_AUTHOR_EMAIL": match["email"]}
     _git(sandbox_id, "add", "-A", "--", *relative(paths)).checked()
     committed = _git(sandbox_id, "commit", "--quiet", "--file=-", stdin=message.encode(), env=env)
@@ -147,13 +174,13 @@ def git_commit(
         raise DriverError(output.strip()[-500:])
     commit = _git(sandbox_id, "rev-parse", "HEAD").stdout.decode().strip()
     record_change(sandbox, "git.committed", actor, commit=commit[:12])
-    return {"commit": commit}
+    return commit
 
 
 def _remote_url(sandbox_id: str, remote: str, *, push: bool = False) -> str:
     result = _git(sandbox_id, "remote", "get-url", *(["--push"] if push else []), "--", remote)
     if result.exit_code != 0:
-        raise RpcError(ErrorCode.NOT_FOUND, _("The remote %(remote)s does not exist."), remote=remote)
+        raise NotFound(_("The remote %(remote)s does not exist."), remote=remote)
     return result.stdout.decode(errors="replace").strip()
 
 
@@ -163,8 +190,7 @@ def _github_repository(sandbox_id: str, remote: str, *, push: bool = False) -> t
     url = _remote_url(sandbox_id, remote, push=push)
     found = github.repository(url)
     if found is None:
-        raise RpcError(
-            ErrorCode.FORBIDDEN,
+        raise Forbidden(
             _(
                 "The remote %(remote)s is not a repository on %(host)s: "
                 "cocoon pushes and opens pull requests only there."
@@ -175,23 +201,22 @@ def _github_repository(sandbox_id: str, remote: str, *, push: bool = False) -> t
     return url, *found
 
 
-def git_push(sandbox_id: str, branch: str, remote: str = "origin", *, actor: Actor) -> dict[str, Any]:
+def git_push(sandbox_id: str, branch: str, remote: str = "origin", *, actor: Actor) -> None:
     sandbox = running_sandbox(sandbox_id)
     if not BRANCH.match(branch):
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("%(branch)s is not a valid branch name."), branch=branch)
+        raise InvalidParams(_("%(branch)s is not a valid branch name."), branch=branch)
     if not REMOTE.match(remote):
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("%(remote)s is not a valid remote name."), remote=remote)
+        raise InvalidParams(_("%(remote)s is not a valid remote name."), remote=remote)
     url = _github_repository(sandbox_id, remote, push=True)[0]
     gitpush.push(sandbox_id, url, github.base_url(), branch)
     record_change(sandbox, "git.pushed", actor, branch=branch)
-    return {"remote": remote, "branch": branch}
 
 
 def create_pull_request(
     sandbox_id: str, title: str, body: str, base: str, head: str, remote: str = "origin", *, actor: Actor
-) -> dict[str, Any]:
+) -> PullRequest:
     sandbox = running_sandbox(sandbox_id)
     _url, owner, name = _github_repository(sandbox_id, remote)
     pull = github.create_pull_request(owner, name, title, body, base, head)
     record_change(sandbox, "git.pr_created", actor, number=pull["number"])
-    return {"number": pull["number"], "url": pull.get("html_url", "")}
+    return PullRequest(pull["number"], pull.get("html_url", ""))

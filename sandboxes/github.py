@@ -8,7 +8,7 @@ import httpx
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import config, vault
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict, Unavailable
 
 API_VERSION = "2022-11-28"
 TIMEOUT_S = 30
@@ -32,7 +32,7 @@ def create_pull_request(owner: str, name: str, title: str, body: str, base: str,
     """POST /repos/{owner}/{name}/pulls; the pull request GitHub answers (number, html_url, ...)."""
     token = vault.read_secret("GITHUB_TOKEN")
     if not token:
-        raise RpcError(ErrorCode.CONFLICT, _("The secret GITHUB_TOKEN is not set."))
+        raise Conflict(_("The secret GITHUB_TOKEN is not set."))
     api = config.get_settings()["git"]["githubApiUrl"].rstrip("/")
     try:
         response = httpx.post(
@@ -46,15 +46,14 @@ def create_pull_request(owner: str, name: str, title: str, body: str, base: str,
             timeout=TIMEOUT_S,
         )
     except httpx.HTTPError as error:
-        raise RpcError(ErrorCode.UNAVAILABLE, details={"github": str(error)[:500]}) from error
+        raise Unavailable(details={"github": str(error)[:500]}) from error
     if response.status_code != 201:
         message = (
             response.json().get("message", "")
             if response.headers.get("content-type", "").startswith("application/json")
             else ""
         )
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _("GitHub refused the pull request."),
             details={"status": response.status_code, "github": message[:500]},
         )

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import vault
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict, Timeout
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import MAX_EXEC_OUTPUT, ExecResult
 from sandboxes.services import GIT_ENV
@@ -85,14 +85,12 @@ def _complaint(stderr: bytes) -> str:
     return "\n".join(errors)[:500]
 
 
-def _unverified(result: ExecResult | subprocess.CompletedProcess) -> RpcError:
-    return RpcError(ErrorCode.CONFLICT, UNVERIFIED, details={"git": _complaint(result.stderr)})
+def _unverified(result: ExecResult | subprocess.CompletedProcess) -> Conflict:
+    return Conflict(UNVERIFIED, details={"git": _complaint(result.stderr)})
 
 
-def _push_refused(result: subprocess.CompletedProcess) -> RpcError:
-    return RpcError(
-        ErrorCode.CONFLICT, _("The push was refused."), details={"git": _complaint(result.stderr)}
-    )
+def _push_refused(result: subprocess.CompletedProcess) -> Conflict:
+    return Conflict(_("The push was refused."), details={"git": _complaint(result.stderr)})
 
 
 def _take_bundle(sandbox_id: str, target: Path, known: list[str]) -> str | None:
@@ -106,8 +104,7 @@ def _take_bundle(sandbox_id: str, target: Path, known: list[str]) -> str | None:
         timeout=TIMEOUT_S,
     )
     if first.exit_code != 0:
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _("The sandbox has no commits that could be bundled."),
             details={"git": _complaint(first.stderr)},
         )
@@ -120,8 +117,7 @@ def _take_bundle(sandbox_id: str, target: Path, known: list[str]) -> str | None:
         return tip
     try:
         if size > MAX_BUNDLE_BYTES:
-            raise RpcError(
-                ErrorCode.CONFLICT,
+            raise Conflict(
                 _("The commits to push are larger than %(limit)s MB."),
                 limit=MAX_BUNDLE_BYTES // 1024**2,
             )
@@ -147,7 +143,7 @@ def _prerequisites(bundle: Path) -> list[str]:
     lines = header.split(b"\n\n", 1)[0].decode(errors="replace").splitlines()
     ids = [line[1:].split(" ", 1)[0] for line in lines if line.startswith("-")]
     if len(ids) > MAX_PREREQUISITES or not all(OBJECT_ID.fullmatch(oid) for oid in ids):
-        raise RpcError(ErrorCode.CONFLICT, UNVERIFIED, details={"git": "bad bundle header"})
+        raise Conflict(UNVERIFIED, details={"git": "bad bundle header"})
     return ids
 
 
@@ -193,7 +189,7 @@ class HostRepository:
                 check=False,
             )
         except subprocess.TimeoutExpired as error:
-            raise RpcError(ErrorCode.TIMEOUT) from error
+            raise Timeout() from error
 
 
 def _token_env(base: str) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """Sandbox images: status and builds from images/sandbox, progress streamed as image.build events."""
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -8,10 +9,10 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict
 from sandboxes.choices import Capability, ImageVariant
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import DriverError, SandboxDriver
+from sandboxes.drivers.base import DriverError, ImageInfo, SandboxDriver
 
 CONTEXT = Path(settings.BASE_DIR) / "images" / "sandbox"
 REPOSITORY = "cocoon-sandbox"
@@ -26,6 +27,13 @@ activity.register_messages(
 events.register_types("image.build", visibility=Visibility.ADMIN)
 
 
+@dataclass(frozen=True)
+class ImageStatus:
+    variant: str
+    tag: str
+    image: ImageInfo | None  # None until it is built
+
+
 def image_tag(variant: str) -> str:
     return f"{REPOSITORY}:{TAGS[ImageVariant(variant)]}"
 
@@ -33,11 +41,11 @@ def image_tag(variant: str) -> str:
 def _image_driver() -> SandboxDriver:
     driver = get_driver()
     if Capability.IMAGES not in driver.capabilities():
-        raise RpcError(ErrorCode.CONFLICT, _("The %(driver)s driver has no images."), driver=driver.kind)
+        raise Conflict(_("The %(driver)s driver has no images."), driver=driver.kind)
     return driver
 
 
-def image_status() -> list[dict[str, Any]]:
+def image_status() -> list[ImageStatus]:
     driver = _image_driver()
     status = []
     for variant in ImageVariant:
@@ -46,19 +54,7 @@ def image_status() -> list[dict[str, Any]]:
             image = driver.image_info(tag)
         except DriverError:
             image = None
-        if image is None:
-            status.append({"variant": variant.value, "tag": tag, "present": False})
-            continue
-        status.append(
-            {
-                "variant": variant.value,
-                "tag": tag,
-                "present": True,
-                "id": image.id,
-                "sizeMb": round(image.size_bytes / 1e6, 1),
-                "createdAt": image.created_at,
-            }
-        )
+        status.append(ImageStatus(variant.value, tag, image))
     return status
 
 

@@ -1,7 +1,10 @@
 import secrets
+from typing import Self
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
+from cocoon.errors import Conflict
 from cocoon.ids import new_id
 from sandboxes.choices import NetworkMode, SandboxState
 
@@ -45,3 +48,9 @@ class Sandbox(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+    def ensure_running(self) -> Self:
+        """This sandbox, or conflict when it is not running: every operation inside a sandbox needs one."""
+        if self.state != SandboxState.RUNNING:
+            raise Conflict(_("Sandbox %(name)s is %(state)s, not running."), name=self.name, state=self.state)
+        return self

@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError, field, field_error, fields_error, interpolate_lazy
+from cocoon.errors import Conflict, Forbidden, Timeout, field, field_error, fields_error, interpolate_lazy
 from cocoon.lookup import get_or_not_found
 from sandboxes import networking, signals
 from sandboxes.choices import NetworkMode, SandboxState
@@ -28,12 +28,14 @@ from sandboxes.drivers.base import (
     AGENT_UID,
     AGENT_USER,
     DriverError,
+    ExecResult,
     ImageNotFound,
     Limits,
     SandboxNotFound,
     SandboxSpec,
 )
 from sandboxes.models import Sandbox, new_sandbox_id
+from sandboxes.schemas import serialize_exec_result, serialize_sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -70,27 +72,8 @@ activity.register_messages(
 events.register_types("sandbox.updated", "sandbox.deleted", visibility=Visibility.AGENT)
 
 
-def serialize(sandbox: Sandbox) -> dict[str, Any]:
-    return {
-        "id": sandbox.id,
-        "name": sandbox.name,
-        "state": sandbox.state,
-        "network": sandbox.network,
-        "image": sandbox.image,
-        "ips": sandbox.ips,
-        "repo": sandbox.repo or None,
-        "branch": sandbox.branch or None,
-        "limits": {"cpus": sandbox.cpus, "memoryMb": sandbox.memory_mb, "pids": sandbox.pids},
-        "runtime": sandbox.runtime or None,
-        "driver": sandbox.driver,
-        "error": sandbox.error or None,
-        "createdAt": sandbox.created_at.isoformat(),
-        "updatedAt": sandbox.updated_at.isoformat(),
-    }
-
-
 def _publish(sandbox: Sandbox) -> None:
-    events.publish("sandbox.updated", serialize(sandbox), sandbox_id=sandbox.id)
+    events.publish("sandbox.updated", serialize_sandbox(sandbox), sandbox_id=sandbox.id)
 
 
 def get_sandbox(sandbox_id: str) -> Sandbox:
@@ -110,8 +93,7 @@ def check_network_mode(network: str | None, actor: Actor) -> str:
     network = network or document["sandbox"]["network"]
     allowed = document["security"]["agentNetworkModes"]
     if not actor.is_admin and network not in allowed:
-        raise RpcError(
-            ErrorCode.FORBIDDEN,
+        raise Forbidden(
             _("Agent tokens may not choose the network mode %(network)s (allowed: %(allowed)s)."),
             network=network,
             allowed=", ".join(allowed) or "-",
@@ -163,7 +145,7 @@ def create_sandbox(
                 branch=branch or "",
             )
     except IntegrityError:
-        raise RpcError(ErrorCode.CONFLICT, _("A sandbox named %(name)s exists already."), name=name) from None
+        raise Conflict(_("A sandbox named %(name)s exists already."), name=name) from None
 
     spec = SandboxSpec(
         sandbox.id,
@@ -279,18 +261,6 @@ def _clone_repository(sandbox: Sandbox) -> None:
         )
 
 
-def require_running(sandbox: Sandbox) -> Sandbox:
-    """The sandbox, or conflict when it is not running: every operation inside a sandbox needs one."""
-    if sandbox.state != SandboxState.RUNNING:
-        raise RpcError(
-            ErrorCode.CONFLICT,
-            _("Sandbox %(name)s is %(state)s, not running."),
-            name=sandbox.name,
-            state=sandbox.state,
-        )
-    return sandbox
-
-
 def _apply(
     sandbox: Sandbox,
     state: str,
@@ -315,9 +285,7 @@ def _engine_call(sandbox: Sandbox, operation: Any) -> Any:
         return operation(sandbox.id)
     except SandboxNotFound:
         _apply(sandbox, SandboxState.MISSING, {}, "sandbox.missing", None)
-        raise RpcError(
-            ErrorCode.CONFLICT, _("The container of sandbox %(name)s is gone."), name=sandbox.name
-        ) from None
+        raise Conflict(_("The container of sandbox %(name)s is gone."), name=sandbox.name) from None
 
 
 def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
@@ -355,9 +323,8 @@ def exec_in_sandbox(
     env: dict[str, str] | None = None,
     stdin: str | None = None,
     timeout_s: float = 60,
-) -> dict[str, Any]:
-    sandbox = get_sandbox(sandbox_id)
-    require_running(sandbox)
+) -> ExecResult:
+    sandbox = get_sandbox(sandbox_id).ensure_running()
     result = _engine_call(
         sandbox,
         lambda sid: get_driver().exec(
@@ -369,15 +336,9 @@ def exec_in_sandbox(
             timeout=timeout_s,
         ),
     )
-    output = {
-        "exitCode": result.exit_code,
-        "stdout": result.stdout.decode(errors="replace"),
-        "stderr": result.stderr.decode(errors="replace"),
-        "truncated": result.truncated,
-    }
     if result.timed_out:
-        raise RpcError(ErrorCode.TIMEOUT, details=output)
-    return output
+        raise Timeout(details=serialize_exec_result(result))
+    return result
 
 
 def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:

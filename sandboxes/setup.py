@@ -65,11 +65,11 @@ def _toolbox() -> tuple[bool, Any]:
         status = toolbox_status()
     except Exception as error:  # no image yet, engine down: say so instead of failing the list
         return False, str(error)
-    if not status["installed"]:
+    if not status.installed:
         return False, _("Not installed: run toolbox.install.")
-    if not status["current"]:
+    if not status.current:
         return False, _("Installed for another package list: run toolbox.install.")
-    return True, ", ".join(f"{name} {version}" for name, version in status["versions"].items())
+    return True, ", ".join(f"{name} {version}" for name, version in status.versions.items())
 
 
 def engine_info() -> dict[str, Any]:
@@ -108,7 +108,7 @@ def ensure_on_start() -> None:
             if image != image_tag("base"):
                 return  # a custom image is the operator's to provide
             work.append(build_image.si("base"))
-        if work or not toolbox_status()["installed"]:
+        if work or not toolbox_status().installed:
             work.append(install_toolbox.si())
         work += network_work
         if work:

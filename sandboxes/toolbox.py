@@ -17,6 +17,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import TOOLBOX, DriverError, ImageNotFound
 from sandboxes.drivers.base import TOOLBOX_MANIFEST as MANIFEST
@@ -47,6 +48,15 @@ activity.register_messages(
     }
 )
 events.register_types("toolbox.install", visibility=Visibility.ADMIN)
+
+
+@dataclass(frozen=True)
+class ToolboxStatus:
+    installed: bool
+    current: bool  # installed for the settings' package list
+    packages: list[str]  # the settings' package list
+    versions: dict[str, str]
+    prepared_at: str | None
 
 
 def staging_dir(packages: list[str]) -> Path:
@@ -205,21 +215,20 @@ def install_toolbox() -> dict[str, Any]:
     return manifest
 
 
-def toolbox_status() -> dict[str, Any]:
+def toolbox_status() -> ToolboxStatus:
     document = config.get_settings()
     try:
         manifest = get_driver().toolbox_manifest()
     except ImageNotFound:
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _("The sandbox image %(image)s does not exist yet: build it with image.build."),
             image=document["sandbox"]["image"],
         ) from None
     wanted = document["toolbox"]["packages"]
-    return {
-        "installed": manifest is not None,
-        "current": manifest is not None and manifest["packages"] == wanted,
-        "packages": wanted,
-        "versions": manifest["versions"] if manifest else {},
-        "preparedAt": manifest["preparedAt"] if manifest else None,
-    }
+    return ToolboxStatus(
+        installed=manifest is not None,
+        current=manifest is not None and manifest["packages"] == wanted,
+        packages=wanted,
+        versions=manifest["versions"] if manifest else {},
+        prepared_at=manifest["preparedAt"] if manifest else None,
+    )

@@ -14,11 +14,11 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import CocoonError, Conflict, Forbidden, InvalidParams, NotFound
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import WORKSPACE, ExecResult
 from sandboxes.models import Sandbox
-from sandboxes.services import get_sandbox, require_running
+from sandboxes.services import get_sandbox
 
 events.register_types("workspace.updated", visibility=Visibility.AGENT)
 
@@ -29,14 +29,14 @@ PRELUDE = """
 inside() { for root in $COCOON_ROOTS; do case "$1/" in "$root"/*) return 0;; esac; done; return 1; }
 """
 # How a script says why it refused a path.
-EXIT_ERRORS = {
-    3: (ErrorCode.NOT_FOUND, _("%(path)s does not exist.")),
-    4: (ErrorCode.FORBIDDEN, _("%(path)s is outside the allowed folders.")),
-    5: (ErrorCode.INVALID_PARAMS, _("%(path)s is larger than the limit.")),
-    6: (ErrorCode.INVALID_PARAMS, _("%(path)s is not a folder.")),
-    7: (ErrorCode.INVALID_PARAMS, _("%(path)s is not a file.")),
-    8: (ErrorCode.CONFLICT, _("%(path)s is a folder.")),
-    9: (ErrorCode.CONFLICT, _("%(path)s is not empty.")),
+EXIT_ERRORS: dict[int, tuple[type[CocoonError], Any]] = {
+    3: (NotFound, _("%(path)s does not exist.")),
+    4: (Forbidden, _("%(path)s is outside the allowed folders.")),
+    5: (InvalidParams, _("%(path)s is larger than the limit.")),
+    6: (InvalidParams, _("%(path)s is not a folder.")),
+    7: (InvalidParams, _("%(path)s is not a file.")),
+    8: (Conflict, _("%(path)s is a folder.")),
+    9: (Conflict, _("%(path)s is not empty.")),
 }
 
 
@@ -47,10 +47,10 @@ def _roots() -> list[str]:
 def normalize(path: str) -> str:
     """An absolute, lexically clean path (relative ones are taken from /workspace) inside the roots."""
     if "\0" in path:
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("%(path)s is not a valid path."), path=repr(path))
+        raise InvalidParams(_("%(path)s is not a valid path."), path=repr(path))
     clean = posixpath.normpath(posixpath.join(WORKSPACE, path))
     if not any(clean == root or clean.startswith(root.rstrip("/") + "/") for root in _roots()):
-        raise RpcError(ErrorCode.FORBIDDEN, _("%(path)s is outside the allowed folders."), path=path)
+        raise Forbidden(_("%(path)s is outside the allowed folders."), path=path)
     return clean
 
 
@@ -61,7 +61,7 @@ def relative(paths: list[str] | None) -> list[str]:
 
 def running_sandbox(sandbox_id: str) -> Sandbox:
     """The sandbox, which must be running: every workspace operation happens inside it."""
-    return require_running(get_sandbox(sandbox_id))
+    return get_sandbox(sandbox_id).ensure_running()
 
 
 def run_script(sandbox_id: str, name: str, script: str, *args: str, stdin: bytes | None = None) -> ExecResult:
@@ -74,8 +74,8 @@ def run_script(sandbox_id: str, name: str, script: str, *args: str, stdin: bytes
 def checked(result: ExecResult, path: str) -> ExecResult:
     """result, or the error its script's exit code names for path (a driver error for any other)."""
     if result.exit_code in EXIT_ERRORS:
-        code, message = EXIT_ERRORS[result.exit_code]
-        raise RpcError(code, message, path=path)
+        error, message = EXIT_ERRORS[result.exit_code]
+        raise error(message, path=path)
     return result.checked()
 
 

@@ -27,6 +27,7 @@ from sandboxes import files, git
 from sandboxes import services as sandboxes
 from sandboxes.choices import SandboxState
 from sandboxes.models import Sandbox
+from sandboxes.schemas import serialize_diff
 from scheduling import services, workflow
 from scheduling.choices import StepStatus, TaskStatus
 from scheduling.dispatch import STALE_AFTER_S, claim_task, new_runner_token
@@ -273,7 +274,7 @@ class Run:
         task = self.task
         path = workflow.report_path(task.id)
         try:
-            content = files.read_file(task.sandbox_id, path)["content"]
+            content = files.read_file(task.sandbox_id, path).content
         except CocoonError as error:
             if error.code == ErrorCode.NOT_FOUND:
                 raise StepFailed(closing_reason("no_report", path=path)) from None
@@ -287,7 +288,7 @@ class Run:
             raise StepFailed(closing_reason("report_invalid", path=path, problem="; ".join(problems)[:500]))
         task.report = report
         with contextlib.suppress(git.PatchTooLarge):  # too large to keep: the sandbox still has it
-            task.diff = git.diff(task.sandbox_id)
+            task.diff = serialize_diff(git.diff(task.sandbox_id))
         if not self._owned():
             raise Abandoned
         if report["ok"] and report.get("autoClose"):

@@ -15,7 +15,7 @@ from cocoon.schema import (
     obj,
     string,
 )
-from sandboxes.methods.lifecycle import SANDBOX_CREATE, SANDBOX_ID
+from sandboxes.schemas import SANDBOX_CREATE, SANDBOX_ID
 from scheduling.choices import Overlap, StepStatus, TaskStatus
 from scheduling.models import Schedule, Task
 from scheduling.reasons import render_closing_reason

@@ -155,10 +155,11 @@ def approve_task(
 ) -> Task:
     """Accept a task in review: optionally commit + push its changes and open a pull request, then done."""
     from sandboxes import git
+    from sandboxes.schemas import serialize_pull_request
 
     task = _reviewable(task_id)
     if push or pull_request:
-        sandbox = sandboxes.require_running(sandboxes.get_sandbox(task.sandbox_id))
+        sandbox = sandboxes.get_sandbox(task.sandbox_id).ensure_running()
         branch = (push or {}).get("branch") or f"cocoon/{task.id}"
         remote = (push or {}).get("remote", "origin")
         message = (push or {}).get("message") or task.title
@@ -175,7 +176,7 @@ def approve_task(
                 remote,
                 actor=actor,
             )
-            task.report = (task.report or {}) | {"pullRequest": created}
+            task.report = (task.report or {}) | {"pullRequest": serialize_pull_request(created)}
     return close_task(task, TaskStatus.DONE, activity_key="task.approved", actor=actor)
 
 

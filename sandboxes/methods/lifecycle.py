@@ -5,62 +5,24 @@ from typing import Any
 from django.db import transaction
 
 from cocoon.registry import Call, registry
-from cocoon.schema import (
-    BOOLEAN,
-    EMPTY,
-    ENV,
-    INTEGER,
-    STRING,
-    TIMESTAMP,
-    array,
-    enum,
-    integer,
-    nullable,
-    obj,
-    string,
-)
+from cocoon.schema import BOOLEAN, EMPTY, ENV, STRING, array, enum, obj, string
 from sandboxes import images, services, toolbox
-from sandboxes.choices import ImageVariant, NetworkMode, SandboxState
+from sandboxes.choices import ImageVariant
+from sandboxes.models import Sandbox
+from sandboxes.schemas import (
+    EXEC_RESULT,
+    IMAGE_STATUS,
+    SANDBOX,
+    SANDBOX_BY_ID,
+    SANDBOX_CREATE,
+    SANDBOX_ID,
+    TOOLBOX_STATUS,
+    serialize_exec_result,
+    serialize_image_status,
+    serialize_sandbox,
+    serialize_toolbox_status,
+)
 from sandboxes.tasks import build_image, install_toolbox
-
-SANDBOX_ID = string(pattern="^sb_[a-z0-9]+$", maxLength=40)
-LIMITS = obj(
-    {
-        "cpus": {"type": "number", "exclusiveMinimum": 0, "maximum": 1024},
-        "memoryMb": integer(minimum=64),
-        "pids": integer(minimum=16),
-    }
-)
-SANDBOX = obj(
-    {
-        "id": STRING,
-        "name": STRING,
-        "state": enum(*SandboxState.values),
-        "network": enum(*NetworkMode.values),
-        "image": STRING,
-        "ips": {"type": "object", "additionalProperties": STRING},
-        "repo": nullable(STRING),
-        "branch": nullable(STRING),
-        "limits": LIMITS,
-        "runtime": nullable(STRING),
-        "driver": STRING,
-        "error": nullable(STRING),
-        "createdAt": TIMESTAMP,
-        "updatedAt": TIMESTAMP,
-    }
-)
-BY_ID = obj({"sandboxId": SANDBOX_ID}, required=("sandboxId",))
-SANDBOX_CREATE = obj(
-    {
-        "name": string(pattern="^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"),
-        "image": string(minLength=1, maxLength=300),
-        "repo": string(minLength=1, maxLength=2000),
-        "branch": string(minLength=1, maxLength=255),
-        "network": enum(*NetworkMode.values),
-        "limits": LIMITS,
-        "runtime": string(maxLength=50),
-    }
-)
 
 
 @registry.method(
@@ -72,43 +34,49 @@ SANDBOX_CREATE = obj(
     agent_side=True,
 )
 def sandbox_create(call: Call) -> dict[str, Any]:
-    return services.serialize(services.create_sandbox(actor=call.actor, **call.params))
+    return serialize_sandbox(services.create_sandbox(actor=call.actor, **call.params))
 
 
 @registry.method(
     "sandbox.list", description="All sandboxes, newest first.", result=array(SANDBOX), agent_side=True
 )
 def sandbox_list(call: Call) -> list[dict[str, Any]]:
-    return [services.serialize(sandbox) for sandbox in services.Sandbox.objects.all()]
-
-
-@registry.method("sandbox.get", description="One sandbox.", params=BY_ID, result=SANDBOX, agent_side=True)
-def sandbox_get(call: Call) -> dict[str, Any]:
-    return services.serialize(services.get_sandbox(call.params["sandboxId"]))
+    return [serialize_sandbox(sandbox) for sandbox in Sandbox.objects.all()]
 
 
 @registry.method(
-    "sandbox.start", description="Start a stopped sandbox.", params=BY_ID, result=SANDBOX, agent_side=True
+    "sandbox.get", description="One sandbox.", params=SANDBOX_BY_ID, result=SANDBOX, agent_side=True
+)
+def sandbox_get(call: Call) -> dict[str, Any]:
+    return serialize_sandbox(services.get_sandbox(call.params["sandboxId"]))
+
+
+@registry.method(
+    "sandbox.start",
+    description="Start a stopped sandbox.",
+    params=SANDBOX_BY_ID,
+    result=SANDBOX,
+    agent_side=True,
 )
 def sandbox_start(call: Call) -> dict[str, Any]:
-    return services.serialize(services.start_sandbox(call.params["sandboxId"], actor=call.actor))
+    return serialize_sandbox(services.start_sandbox(call.params["sandboxId"], actor=call.actor))
 
 
 @registry.method(
     "sandbox.stop",
     description="Stop a sandbox; its files are kept.",
-    params=BY_ID,
+    params=SANDBOX_BY_ID,
     result=SANDBOX,
     agent_side=True,
 )
 def sandbox_stop(call: Call) -> dict[str, Any]:
-    return services.serialize(services.stop_sandbox(call.params["sandboxId"], actor=call.actor))
+    return serialize_sandbox(services.stop_sandbox(call.params["sandboxId"], actor=call.actor))
 
 
 @registry.method(
     "sandbox.delete",
     description="Delete a sandbox with its workspace.",
-    params=BY_ID,
+    params=SANDBOX_BY_ID,
     result=EMPTY,
     agent_side=True,
 )
@@ -131,12 +99,12 @@ def sandbox_delete(call: Call) -> dict[str, Any]:
         },
         required=("sandboxId", "command"),
     ),
-    result=obj({"exitCode": INTEGER, "stdout": STRING, "stderr": STRING, "truncated": BOOLEAN}),
+    result=EXEC_RESULT,
     agent_side=True,
 )
 def sandbox_exec(call: Call) -> dict[str, Any]:
     params = call.params
-    return services.exec_in_sandbox(
+    result = services.exec_in_sandbox(
         params["sandboxId"],
         params["command"],
         cwd=params.get("cwd"),
@@ -144,18 +112,7 @@ def sandbox_exec(call: Call) -> dict[str, Any]:
         stdin=params.get("stdin"),
         timeout_s=params.get("timeoutS", 60),
     )
-
-
-IMAGE_STATUS = obj(
-    {
-        "variant": STRING,
-        "tag": STRING,
-        "present": BOOLEAN,
-        "id": STRING,
-        "sizeMb": {"type": "number"},
-        "createdAt": STRING,
-    }
-)
+    return serialize_exec_result(result)
 
 
 @registry.method(
@@ -165,7 +122,7 @@ IMAGE_STATUS = obj(
     admin=True,
 )
 def image_status(call: Call) -> list[dict[str, Any]]:
-    return images.image_status()
+    return [serialize_image_status(status) for status in images.image_status()]
 
 
 @registry.method(
@@ -185,19 +142,11 @@ def image_build(call: Call) -> dict[str, Any]:
 @registry.method(
     "toolbox.status",
     description="Whether the agent toolbox (/opt/agents) is installed, and its package versions.",
-    result=obj(
-        {
-            "installed": BOOLEAN,
-            "current": BOOLEAN,
-            "packages": array(STRING),
-            "versions": {"type": "object", "additionalProperties": STRING},
-            "preparedAt": nullable(STRING),
-        }
-    ),
+    result=TOOLBOX_STATUS,
     admin=True,
 )
 def toolbox_status(call: Call) -> dict[str, Any]:
-    return toolbox.toolbox_status()
+    return serialize_toolbox_status(toolbox.toolbox_status())
 
 
 @registry.method(

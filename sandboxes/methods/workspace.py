@@ -3,12 +3,26 @@
 from typing import Any
 
 from cocoon.registry import Call, registry
-from cocoon.schema import BOOLEAN, EMPTY, INTEGER, STRING, array, enum, nullable, obj, string
+from cocoon.schema import BOOLEAN, EMPTY, STRING, array, obj, string
 from sandboxes import files, git
-from sandboxes.methods.lifecycle import SANDBOX_ID
+from sandboxes.schemas import (
+    DIFF,
+    ENCODING,
+    FILE_CONTENT,
+    FILE_LIST,
+    GIT_STATUS,
+    PATCH_RESULT,
+    PULL_REQUEST,
+    SANDBOX_ID,
+    serialize_diff,
+    serialize_file_content,
+    serialize_file_list,
+    serialize_git_status,
+    serialize_patch_result,
+    serialize_pull_request,
+)
 
 PATH = string(minLength=1, maxLength=4096)
-ENCODING = enum("utf-8", "base64")
 
 
 def _params(properties: dict[str, Any], *required: str) -> dict[str, Any]:
@@ -19,37 +33,28 @@ def _params(properties: dict[str, Any], *required: str) -> dict[str, Any]:
     "files.list",
     description="Entries of a folder in the sandbox (relative paths are taken from /workspace).",
     params=_params({"path": PATH, "recursive": BOOLEAN}, "path"),
-    result=obj(
-        {
-            "entries": array(
-                obj(
-                    {
-                        "name": STRING,
-                        "type": enum("file", "directory", "symlink", "other"),
-                        "size": INTEGER,
-                        "mode": STRING,
-                        "mtime": {"type": "number"},
-                    }
-                )
-            )
-        }
-    ),
+    result=FILE_LIST,
     agent_side=True,
 )
 def files_list(call: Call) -> dict[str, Any]:
     params = call.params
-    return {"entries": files.list_files(params["sandboxId"], params["path"], params.get("recursive", False))}
+    return serialize_file_list(
+        files.list_files(params["sandboxId"], params["path"], params.get("recursive", False))
+    )
 
 
 @registry.method(
     "files.read",
     description="A file's content: UTF-8 text, or base64 for binary files (or when asked).",
     params=_params({"path": PATH, "encoding": ENCODING}, "path"),
-    result=obj({"content": STRING, "encoding": ENCODING}),
+    result=FILE_CONTENT,
     agent_side=True,
 )
 def files_read(call: Call) -> dict[str, Any]:
-    return files.read_file(call.params["sandboxId"], call.params["path"], call.params.get("encoding"))
+    params = call.params
+    return serialize_file_content(
+        files.read_file(params["sandboxId"], params["path"], params.get("encoding"))
+    )
 
 
 @registry.method(
@@ -103,26 +108,11 @@ def files_delete(call: Call) -> dict[str, Any]:
     description="The workspace as a git patch against cocoon-baseline (new, deleted, renamed, binary "
     "files and modes) with a per-file summary; it applies with `git apply` to the baseline.",
     params=_params({"paths": array(PATH, maxItems=1000)}),
-    result=obj(
-        {
-            "patch": STRING,
-            "files": array(
-                obj(
-                    {
-                        "path": STRING,
-                        "oldPath": STRING,
-                        "status": STRING,
-                        "added": nullable(INTEGER),
-                        "deleted": nullable(INTEGER),
-                    }
-                )
-            ),
-        }
-    ),
+    result=DIFF,
     agent_side=True,
 )
 def sandbox_diff(call: Call) -> dict[str, Any]:
-    return git.diff(call.params["sandboxId"], call.params.get("paths"))
+    return serialize_diff(git.diff(call.params["sandboxId"], call.params.get("paths")))
 
 
 @registry.method(
@@ -132,38 +122,30 @@ def sandbox_diff(call: Call) -> dict[str, Any]:
         {"patch": string(minLength=1, maxLength=16 * 1024 * 1024), "check": BOOLEAN, "threeWay": BOOLEAN},
         "patch",
     ),
-    result=obj(
-        {"applied": BOOLEAN, "valid": BOOLEAN, "conflicts": array(obj({"path": STRING, "message": STRING}))}
-    ),
+    result=PATCH_RESULT,
     agent_side=True,
 )
 def sandbox_apply_patch(call: Call) -> dict[str, Any]:
     params = call.params
-    return git.apply_patch(
+    result = git.apply_patch(
         params["sandboxId"],
         params["patch"],
         check=params.get("check", False),
         three_way=params.get("threeWay", False),
         actor=call.actor,
     )
+    return serialize_patch_result(result)
 
 
 @registry.method(
     "git.status",
     description="Branch, ahead/behind and changed files of the workspace.",
     params=_params({}),
-    result=obj(
-        {
-            "branch": STRING,
-            "ahead": INTEGER,
-            "behind": INTEGER,
-            "files": array(obj({"path": STRING, "index": STRING, "worktree": STRING, "oldPath": STRING})),
-        }
-    ),
+    result=GIT_STATUS,
     agent_side=True,
 )
 def git_status(call: Call) -> dict[str, Any]:
-    return git.git_status(call.params["sandboxId"])
+    return serialize_git_status(git.git_status(call.params["sandboxId"]))
 
 
 @registry.method(
@@ -182,9 +164,10 @@ def git_status(call: Call) -> dict[str, Any]:
 )
 def git_commit(call: Call) -> dict[str, Any]:
     params = call.params
-    return git.git_commit(
+    commit = git.git_commit(
         params["sandboxId"], params["message"], params.get("paths"), params.get("author"), actor=call.actor
     )
+    return {"commit": commit}
 
 
 @registry.method(
@@ -200,9 +183,9 @@ def git_commit(call: Call) -> dict[str, Any]:
 )
 def git_push(call: Call) -> dict[str, Any]:
     params = call.params
-    return git.git_push(
-        params["sandboxId"], params["branch"], params.get("remote", "origin"), actor=call.actor
-    )
+    branch, remote = params["branch"], params.get("remote", "origin")
+    git.git_push(params["sandboxId"], branch, remote, actor=call.actor)
+    return {"remote": remote, "branch": branch}
 
 
 @registry.method(
@@ -220,12 +203,12 @@ def git_push(call: Call) -> dict[str, Any]:
         "base",
         "head",
     ),
-    result=obj({"number": INTEGER, "url": STRING}),
+    result=PULL_REQUEST,
     agent_side=True,
 )
 def git_create_pr(call: Call) -> dict[str, Any]:
     params = call.params
-    return git.create_pull_request(
+    pull = git.create_pull_request(
         params["sandboxId"],
         params["title"],
         params.get("body", ""),
@@ -234,3 +217,4 @@ def git_create_pr(call: Call) -> dict[str, Any]:
         params.get("remote", "origin"),
         actor=call.actor,
     )
+    return serialize_pull_request(pull)

@@ -16,7 +16,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agents.services import live_agent
 from cocoon.consumers import CLOSE_UNAUTHORIZED, RECHECK_AFTER_S, LiveCredentials
-from cocoon.errors import CocoonError, ErrorCode
+from cocoon.errors import CocoonError, NotFound
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, TtySession
 
@@ -43,8 +43,11 @@ class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
         agent_id = self.scope["url_route"]["kwargs"]["agent_id"]
         try:
             agent = await database_sync_to_async(live_agent)(agent_id)
-        except CocoonError as error:
-            await self.close(code=CLOSE_NOT_FOUND if error.code == ErrorCode.NOT_FOUND else CLOSE_CONFLICT)
+        except NotFound:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        except CocoonError:  # it has exited, or its sandbox is not running
+            await self.close(code=CLOSE_CONFLICT)
             return
         query = self.scope["query"]
         self.read_only = (query.get("mode") or [""])[0] == "ro"

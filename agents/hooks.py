@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.models import AgentProfile
 from cocoon.config import deep_merge
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import AGENT_UID, AGENT_USER, OPT_COCOON, DriverError
 
@@ -47,8 +47,7 @@ def _merge(path: str, text: str | None, variables: dict[str, str]) -> str:
             return merge_codex_config(text or "", variables)
         current = json.loads(text) if text and text.strip() else {}
     except (ValueError, tomllib.TOMLDecodeError) as error:  # tomlkit's ParseError is a ValueError
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _("~/%(path)s in the sandbox cannot be read (%(error)s): fix or remove it."),
             path=path,
             error=str(error),

@@ -2,56 +2,39 @@
 
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
 from agents import poller, profiles, services, tmux
-from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, StatusSource
-from cocoon.config import PROVIDER_ID_PATTERN, SECRET_NAME_PATTERN
+from agents.choices import AgentStatus
+from agents.schemas import (
+    AGENT,
+    AGENT_BY_ID,
+    AGENT_ID,
+    EXPLANATION,
+    PROFILE,
+    PROFILE_BY_NAME,
+    PROFILE_FIELDS,
+    PROFILE_NAME,
+    SCREEN,
+    serialize_agent,
+    serialize_explanation,
+    serialize_profile,
+    serialize_screen,
+)
+from cocoon.config import PROVIDER_ID_PATTERN
+from cocoon.errors import Timeout
 from cocoon.registry import Call, registry
 from cocoon.schema import (
     BOOLEAN,
     EMPTY,
     ENV,
-    INTEGER,
-    STRING,
-    TIMESTAMP,
     array,
     enum,
     integer,
-    nullable,
     obj,
     string,
 )
 from sandboxes.schemas import SANDBOX_ID
-
-AGENT_ID = string(pattern="^ag_[a-z0-9]+$", maxLength=40)
-AGENT = obj(
-    {
-        "id": STRING,
-        "sandboxId": STRING,
-        "profile": STRING,
-        "status": enum(*AgentStatus.values),
-        "statusSource": enum(*StatusSource.values),
-        "exitCode": nullable(INTEGER),
-        "exitReason": nullable(enum(*ExitReason.values)),
-        "createdAt": TIMESTAMP,
-        "lastActivityAt": TIMESTAMP,
-    }
-)
-BY_ID = obj({"agentId": AGENT_ID}, required=("agentId",))
-PROFILE_NAME = string(pattern="^[a-z0-9][a-z0-9-]{0,63}$")
-# What a profile says; patterns are regular expressions (checked to compile on save).
-PROFILE_FIELDS = {
-    "command": array(string(minLength=1, maxLength=4000), minItems=1, maxItems=100),
-    "promptMode": enum(*PromptMode.values),
-    "env": ENV,
-    "secrets": array(string(pattern=SECRET_NAME_PATTERN), maxItems=50),
-    "hooks": BOOLEAN,
-    "workingPattern": string(maxLength=200),
-    "blockedPatterns": array(string(minLength=1, maxLength=500), maxItems=50),
-    "defaultModel": string(maxLength=200),
-    "resumeCommand": array(string(minLength=1, maxLength=4000), maxItems=100),
-}
-PROFILE = obj({"name": STRING, **PROFILE_FIELDS, "builtin": BOOLEAN})
-BY_NAME = obj({"name": PROFILE_NAME}, required=("name",))
 
 
 @registry.method(
@@ -88,7 +71,7 @@ def agent_spawn(call: Call) -> dict[str, Any]:
         cols=params.get("cols", 120),
         rows=params.get("rows", 40),
     )
-    return services.serialize(agent)
+    return serialize_agent(agent)
 
 
 @registry.method(
@@ -100,12 +83,12 @@ def agent_spawn(call: Call) -> dict[str, Any]:
 )
 def agent_list(call: Call) -> list[dict[str, Any]]:
     agents = services.list_agents(call.params.get("sandboxId"), call.params.get("status"))
-    return [services.serialize(agent) for agent in agents]
+    return [serialize_agent(agent) for agent in agents]
 
 
-@registry.method("agent.get", description="One agent.", params=BY_ID, result=AGENT, agent_side=True)
+@registry.method("agent.get", description="One agent.", params=AGENT_BY_ID, result=AGENT, agent_side=True)
 def agent_get(call: Call) -> dict[str, Any]:
-    return services.serialize(services.get_agent(call.params["agentId"]))
+    return serialize_agent(services.get_agent(call.params["agentId"]))
 
 
 @registry.method(
@@ -148,13 +131,11 @@ def agent_send_keys(call: Call) -> dict[str, Any]:
     params=obj(
         {"agentId": AGENT_ID, "scrollback": integer(minimum=0, maximum=100_000)}, required=("agentId",)
     ),
-    result=obj(
-        {"screen": STRING, "scrollback": STRING, "lastKnown": BOOLEAN, "capturedAt": nullable(TIMESTAMP)}
-    ),
+    result=SCREEN,
     agent_side=True,
 )
 def agent_read(call: Call) -> dict[str, Any]:
-    return services.read_screen(call.params["agentId"], call.params.get("scrollback", 0))
+    return serialize_screen(services.read_screen(call.params["agentId"], call.params.get("scrollback", 0)))
 
 
 @registry.method(
@@ -173,40 +154,39 @@ def agent_read(call: Call) -> dict[str, Any]:
 )
 def agent_wait(call: Call) -> dict[str, Any]:
     params = call.params
-    return services.serialize(poller.wait_for(params["agentId"], params["until"], params["timeoutS"]))
+    agent = poller.wait_for(params["agentId"], params["until"], params["timeoutS"])
+    if agent.status not in params["until"]:
+        raise Timeout(
+            _("Agent %(id)s did not reach %(until)s; it is %(status)s."),
+            details={"agent": serialize_agent(agent)},
+            id=agent.id,
+            until=", ".join(params["until"]),
+            status=agent.status,
+        )
+    return serialize_agent(agent)
 
 
 @registry.method(
-    "agent.kill", description="End the agent's tmux session.", params=BY_ID, result=AGENT, agent_side=True
+    "agent.kill",
+    description="End the agent's tmux session.",
+    params=AGENT_BY_ID,
+    result=AGENT,
+    agent_side=True,
 )
 def agent_kill(call: Call) -> dict[str, Any]:
-    return services.serialize(services.kill_agent(call.params["agentId"], actor=call.actor))
+    return serialize_agent(services.kill_agent(call.params["agentId"], actor=call.actor))
 
 
 @registry.method(
     "agent.explain",
     description="Why the agent has its status: the rule that decided (hook report, foreground process, "
     "question on screen, working indicator, start-up grace, quiet screen ...) and what the last poll saw.",
-    params=BY_ID,
-    result=obj(
-        {
-            "agent": AGENT,
-            "rule": enum(*StatusRule.values),
-            "detail": STRING,
-            "summary": STRING,
-            "hook": nullable(obj({"status": STRING, "ageS": {"type": "number"}, "counts": BOOLEAN})),
-            "screenQuietS": {"type": "number"},
-            "workingIndicator": BOOLEAN,
-            "question": STRING,
-            "foreground": STRING,
-            "startUpGraceS": {"type": "number"},
-            "lastInputAt": nullable(TIMESTAMP),
-        }
-    ),
+    params=AGENT_BY_ID,
+    result=EXPLANATION,
     agent_side=True,
 )
 def agent_explain(call: Call) -> dict[str, Any]:
-    return services.explain_agent(call.params["agentId"], call.language)
+    return serialize_explanation(services.explain_agent(call.params["agentId"]), call.language)
 
 
 # -- profiles ----------------------------------------------------------------------------------------
@@ -219,14 +199,14 @@ def agent_explain(call: Call) -> dict[str, Any]:
     agent_side=True,
 )
 def profile_list(call: Call) -> list[dict[str, Any]]:
-    return [profiles.serialize_profile(profile) for profile in profiles.list_profiles()]
+    return [serialize_profile(profile) for profile in profiles.list_profiles()]
 
 
 @registry.method(
-    "profile.get", description="One agent profile.", params=BY_NAME, result=PROFILE, agent_side=True
+    "profile.get", description="One agent profile.", params=PROFILE_BY_NAME, result=PROFILE, agent_side=True
 )
 def profile_get(call: Call) -> dict[str, Any]:
-    return profiles.serialize_profile(profiles.get_profile(call.params["name"]))
+    return serialize_profile(profiles.get_profile(call.params["name"]))
 
 
 @registry.method(
@@ -238,7 +218,7 @@ def profile_get(call: Call) -> dict[str, Any]:
 )
 def profile_create(call: Call) -> dict[str, Any]:
     fields = {key: value for key, value in call.params.items() if key != "name"}
-    return profiles.serialize_profile(profiles.create_profile(call.params["name"], fields, actor=call.actor))
+    return serialize_profile(profiles.create_profile(call.params["name"], fields, actor=call.actor))
 
 
 @registry.method(
@@ -250,24 +230,24 @@ def profile_create(call: Call) -> dict[str, Any]:
 )
 def profile_update(call: Call) -> dict[str, Any]:
     fields = {key: value for key, value in call.params.items() if key != "name"}
-    return profiles.serialize_profile(profiles.update_profile(call.params["name"], fields, actor=call.actor))
+    return serialize_profile(profiles.update_profile(call.params["name"], fields, actor=call.actor))
 
 
 @registry.method(
     "profile.reset",
     description="Reset a built-in agent profile to its built-in definition.",
-    params=BY_NAME,
+    params=PROFILE_BY_NAME,
     result=PROFILE,
     admin=True,
 )
 def profile_reset(call: Call) -> dict[str, Any]:
-    return profiles.serialize_profile(profiles.reset_profile(call.params["name"], actor=call.actor))
+    return serialize_profile(profiles.reset_profile(call.params["name"], actor=call.actor))
 
 
 @registry.method(
     "profile.delete",
     description="Delete a custom agent profile no running agent uses.",
-    params=BY_NAME,
+    params=PROFILE_BY_NAME,
     result=EMPTY,
     admin=True,
 )

@@ -12,7 +12,7 @@ from agents.status import ScreenRules
 from cocoon import activity
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError, field, fields_error, interpolate_lazy
+from cocoon.errors import Conflict, field, fields_error, interpolate_lazy
 from cocoon.lookup import get_or_not_found
 
 # Screen patterns are regular expressions, searched in the last lines of the screen (agents.status).
@@ -82,11 +82,6 @@ def get_profile(name: str) -> AgentProfile:
     return get_or_not_found(AgentProfile, name, _("There is no agent profile %(name)s."), name=name)
 
 
-def serialize_profile(profile: AgentProfile) -> dict[str, Any]:
-    document = {wire: getattr(profile, field) for wire, field in FIELDS.items()}
-    return {"name": profile.name, **document, "builtin": profile.builtin}
-
-
 def screen_rules(profile: AgentProfile) -> ScreenRules:
     return ScreenRules.of(profile.command, profile.hooks, profile.working_pattern, profile.blocked_patterns)
 
@@ -118,7 +113,7 @@ def _apply(profile: AgentProfile, fields: dict[str, Any]) -> None:
 def create_profile(name: str, fields: dict[str, Any], *, actor: Actor) -> AgentProfile:
     ensure_profiles()
     if AgentProfile.objects.filter(pk=name).exists():
-        raise RpcError(ErrorCode.CONFLICT, _("There is already an agent profile %(name)s."), name=name)
+        raise Conflict(_("There is already an agent profile %(name)s."), name=name)
     _check_patterns(fields)
     profile = AgentProfile(name=name)
     _apply(profile, fields)
@@ -141,11 +136,7 @@ def update_profile(name: str, fields: dict[str, Any], *, actor: Actor) -> AgentP
 def reset_profile(name: str, *, actor: Actor) -> AgentProfile:
     profile = get_profile(name)
     if not profile.builtin:
-        raise RpcError(
-            ErrorCode.CONFLICT,
-            _("Agent profile %(name)s is not built in: it has nothing to reset to."),
-            name=name,
-        )
+        raise Conflict(_("Agent profile %(name)s is not built in: it has nothing to reset to."), name=name)
     defaults = AgentProfile(name=name, builtin=True, **BUILTIN_PROFILES[name])
     for attribute in FIELDS.values():
         setattr(profile, attribute, getattr(defaults, attribute))
@@ -158,12 +149,8 @@ def reset_profile(name: str, *, actor: Actor) -> AgentProfile:
 def delete_profile(name: str, *, actor: Actor) -> None:
     profile = get_profile(name)
     if profile.builtin:
-        raise RpcError(
-            ErrorCode.CONFLICT,
-            _("Agent profile %(name)s is built in: change or reset it instead."),
-            name=name,
-        )
+        raise Conflict(_("Agent profile %(name)s is built in: change or reset it instead."), name=name)
     if Agent.objects.filter(profile=name).exclude(status=AgentStatus.EXITED).exists():
-        raise RpcError(ErrorCode.CONFLICT, _("Agents of profile %(name)s are still running."), name=name)
+        raise Conflict(_("Agents of profile %(name)s are still running."), name=name)
     profile.delete()
     activity.record("profile.deleted", {"name": name}, actor=actor)

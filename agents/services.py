@@ -7,10 +7,12 @@ writes /opt/cocoon/status/<id>) and, where they say nothing, from the screen and
 
 import logging
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone, translation
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents import hooks, tmux
@@ -18,10 +20,11 @@ from agents import status as rules
 from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, StatusSource
 from agents.models import Agent, AgentProfile, new_agent_id
 from agents.profiles import get_profile
+from agents.schemas import serialize_agent
 from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import TokenScope, Visibility
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict, InvalidParams, interpolate_lazy
 from cocoon.lookup import get_or_not_found
 from egress import providers as egress_providers
 from egress import services as egress
@@ -82,18 +85,34 @@ def get_agent(agent_id: str) -> Agent:
     return get_or_not_found(agents, agent_id, _("Agent %(id)s does not exist."), id=agent_id)
 
 
-def serialize(agent: Agent) -> dict[str, Any]:
-    return {
-        "id": agent.id,
-        "sandboxId": agent.sandbox_id,
-        "profile": agent.profile,
-        "status": agent.status,
-        "statusSource": agent.status_source,
-        "exitCode": agent.exit_code,
-        "exitReason": agent.exit_reason or None,
-        "createdAt": agent.created_at.isoformat(),
-        "lastActivityAt": agent.last_activity_at.isoformat(),
-    }
+@dataclass(frozen=True)
+class Screen:
+    """An agent's screen: live, or the last one cocoon kept of an agent that is gone (last_known)."""
+
+    screen: str
+    last_known: bool
+    scrollback: str | None = None  # None when none was asked for
+    captured_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class HookSeen:
+    """The last report of the agent's own hook: its status, how old it is, whether it still counts."""
+
+    status: str
+    age_s: float
+    counts: bool
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why an agent has its status: the agent (its rule and what the last poll saw) and the ages."""
+
+    agent: Agent
+    summary: Any  # lazy translation
+    hook: HookSeen | None
+    screen_quiet_s: float
+    start_up_grace_s: float
 
 
 def spawn_agent(
@@ -208,14 +227,14 @@ def end(agent: Agent, reason: str, rule: str, **fields: Any) -> None:
 
 
 def publish(agent: Agent) -> None:
-    events.publish("agent.updated", serialize(agent), sandbox_id=agent.sandbox_id, agent_id=agent.id)
+    events.publish("agent.updated", serialize_agent(agent), sandbox_id=agent.sandbox_id, agent_id=agent.id)
 
 
 def live_agent(agent_id: str) -> Agent:
     """The agent, or not_found; conflict when it has exited or its sandbox is not running."""
     agent = get_agent(agent_id)
     if agent.status == AgentStatus.EXITED:
-        raise RpcError(ErrorCode.CONFLICT, _("Agent %(id)s has exited."), id=agent.id)
+        raise Conflict(_("Agent %(id)s has exited."), id=agent.id)
     agent.sandbox.ensure_running()
     return agent
 
@@ -231,30 +250,24 @@ def send_input(agent_id: str, text: str, *, actor: Actor, enter: bool = True) ->
 def send_keys(agent_id: str, keys: list[str], *, actor: Actor) -> None:
     unknown = [key for key in keys if key not in tmux.KEYS]
     if unknown:
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("Unknown keys: %(keys)s."), keys=", ".join(unknown))
+        raise InvalidParams(_("Unknown keys: %(keys)s."), keys=", ".join(unknown))
     agent = live_agent(agent_id)
     tmux.run(agent.sandbox_id, [*tmux.TMUX, "send-keys", "-t", f"={agent.id}:", *keys])
     Agent.objects.filter(pk=agent.pk).update(last_input_at=timezone.now())
 
 
-def read_screen(agent_id: str, scrollback: int = 0) -> dict[str, Any]:
-    """The agent's screen now; of an agent that is gone the last screen cocoon kept, marked lastKnown."""
+def read_screen(agent_id: str, scrollback: int = 0) -> Screen:
+    """The agent's screen now; of an agent that is gone the last screen cocoon kept, marked last_known."""
     agent = get_agent(agent_id)
     if agent.status != AgentStatus.EXITED:
         agent.sandbox.ensure_running()
         try:
             screen, above = tmux.capture(agent.sandbox_id, agent.id, scrollback)
-            return {"screen": screen, "lastKnown": False} | ({"scrollback": above} if scrollback else {})
+            return Screen(screen, last_known=False, scrollback=above if scrollback else None)
         except DriverError:  # its session is gone and the poller has not seen it yet
             pass
-    result: dict[str, Any] = {
-        "screen": agent.last_screen,
-        "lastKnown": True,
-        "capturedAt": agent.screen_at.isoformat() if agent.screen_at else None,
-    }
-    if scrollback:
-        result["scrollback"] = "\n".join(agent.last_scrollback.split("\n")[-scrollback:])
-    return result
+    kept = "\n".join(agent.last_scrollback.split("\n")[-scrollback:]) if scrollback else None
+    return Screen(agent.last_screen, last_known=True, scrollback=kept, captured_at=agent.screen_at)
 
 
 def keep_screen(agent: Agent) -> None:
@@ -281,9 +294,9 @@ def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
     return agent
 
 
-def explain_agent(agent_id: str, language: str) -> dict[str, Any]:
+def explain_agent(agent_id: str) -> Explanation:
     """Why the agent has its status: the deciding rule and what the last poll saw, with ages; the
-    summary in the caller's language."""
+    summary is rendered in the language of whoever reads it."""
     agent = get_agent(agent_id)
     now = time.time()
     report = rules.parse_hook(agent.hook_report)
@@ -292,29 +305,21 @@ def explain_agent(agent_id: str, language: str) -> dict[str, Any]:
     hook = None
     if report is not None:
         counts = last_input is None or report[1] >= last_input
-        hook = {"status": report[0], "ageS": round(now - report[1], 1), "counts": counts}
+        hook = HookSeen(report[0], round(now - report[1], 1), counts)
     params = {
         "detail": agent.rule_detail,
-        "age": hook["ageS"] if hook else "?",
+        "age": hook.age_s if hook else "?",
         "grace": rules.STARTUP_GRACE_S,
         "settle": rules.SETTLE_S,
         "quiet": quiet_s,
     }
-    with translation.override(language):
-        summary = str(RULE_MESSAGES[StatusRule(agent.rule)]) % params
-    return {
-        "agent": serialize(agent),
-        "rule": agent.rule,
-        "detail": agent.rule_detail,
-        "summary": summary,
-        "hook": hook,
-        "screenQuietS": quiet_s,
-        "workingIndicator": agent.screen_indicator,
-        "question": agent.screen_question,
-        "foreground": agent.foreground,
-        "startUpGraceS": round(max(0.0, rules.STARTUP_GRACE_S - (now - agent.created_at.timestamp())), 1),
-        "lastInputAt": agent.last_input_at.isoformat() if agent.last_input_at else None,
-    }
+    return Explanation(
+        agent=agent,
+        summary=interpolate_lazy(RULE_MESSAGES[StatusRule(agent.rule)], params),
+        hook=hook,
+        screen_quiet_s=quiet_s,
+        start_up_grace_s=round(max(0.0, rules.STARTUP_GRACE_S - (now - agent.created_at.timestamp())), 1),
+    )
 
 
 def list_agents(sandbox_id: str | None = None, statuses: list[str] | None = None) -> list[Agent]:

@@ -6,6 +6,7 @@ twice). Instants are computed in the schedule's zone and stored in UTC.
 """
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from functools import cache
 from zoneinfo import ZoneInfo, available_timezones
@@ -24,6 +25,15 @@ ALIASES = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
+
+
+@dataclass(frozen=True)
+class Preview:
+    """The next times of a cron expression (expanded: @daily is 0 0 * * *) in a timezone."""
+
+    cron: str
+    timezone: str
+    times: list[datetime]
 
 
 # Read once: the list keeps out file names such as "localtime" that ZoneInfo would also open.

@@ -9,7 +9,6 @@ from cocoon.errors import field_error
 from cocoon.registry import Call, registry
 from cocoon.schema import (
     EMPTY,
-    STRING,
     TIMESTAMP,
     array,
     enum,
@@ -20,6 +19,7 @@ from cocoon.schema import (
 from scheduling import schedules, services
 from scheduling.choices import TaskStatus
 from scheduling.schemas import (
+    PREVIEW,
     SCHEDULE,
     SCHEDULE_BY_ID,
     SCHEDULE_FIELDS,
@@ -28,6 +28,7 @@ from scheduling.schemas import (
     TASK_BY_ID,
     TASK_ID,
     TEMPLATE,
+    serialize_preview,
     serialize_schedule,
     serialize_task,
 )
@@ -221,18 +222,19 @@ def schedule_run(call: Call) -> dict[str, Any]:
         },
         anyOf=[{"required": ["cron"]}, {"required": ["scheduleId"]}],
     ),
-    result=obj({"cron": STRING, "timezone": STRING, "times": array(TIMESTAMP)}),
+    result=PREVIEW,
     agent_side=True,
 )
 def schedule_preview(call: Call) -> dict[str, Any]:
     params = call.params
-    return schedules.preview(
+    preview = schedules.preview(
         expression=params.get("cron"),
         timezone_name=params.get("timezone"),
         schedule_id=params.get("scheduleId"),
         count=params.get("count", 5),
         after=_instant(params["after"]) if "after" in params else None,
     )
+    return serialize_preview(preview)
 
 
 def _instant(value: str) -> datetime:

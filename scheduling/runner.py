@@ -22,7 +22,7 @@ from agents.choices import AgentStatus
 from agents.models import Agent
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR
-from cocoon.errors import CocoonError, ErrorCode, InternalError
+from cocoon.errors import CocoonError, InternalError, NotFound
 from sandboxes import files, git
 from sandboxes import services as sandboxes
 from sandboxes.choices import SandboxState
@@ -103,21 +103,6 @@ def drive_task(task_id: str, stale_after_s: float = STALE_AFTER_S) -> str | None
     if task is None:
         return None
     return Run(task, token).drive()
-
-
-def _wait_for_agent(agent_id: str, until: list[str], timeout_s: float) -> Agent | None:
-    """The agent once it reaches one of `until`, or None when timeout_s passed first.
-
-    agents' wait_for says "not yet" with its timeout error; the run's loop asks again after each
-    heartbeat, so here that is an answer, not a failure. (wait_for also times out at once on an exited
-    agent, but the run always waits for exited too.)
-    """
-    try:
-        return poller.wait_for(agent_id, until, timeout_s)
-    except CocoonError as error:
-        if error.code != ErrorCode.TIMEOUT:
-            raise
-        return None
 
 
 class Run:
@@ -252,8 +237,8 @@ class Run:
             blocked = state["status"] == StepStatus.BLOCKED
             until = [AgentStatus.DONE, AgentStatus.EXITED]
             until += [AgentStatus.WORKING, AgentStatus.IDLE] if blocked else [AgentStatus.BLOCKED]
-            agent = _wait_for_agent(agent_id, until, min(remaining, HEARTBEAT_S))
-            if agent is None:
+            agent = poller.wait_for(agent_id, until, min(remaining, HEARTBEAT_S))
+            if agent.status not in until:  # not yet: the heartbeat, then wait again
                 continue
             if agent.status in {AgentStatus.DONE, AgentStatus.EXITED}:
                 return agent
@@ -275,10 +260,8 @@ class Run:
         path = workflow.report_path(task.id)
         try:
             content = files.read_file(task.sandbox_id, path).content
-        except CocoonError as error:
-            if error.code == ErrorCode.NOT_FOUND:
-                raise StepFailed(closing_reason("no_report", path=path)) from None
-            raise
+        except NotFound:
+            raise StepFailed(closing_reason("no_report", path=path)) from None
         try:
             report = json.loads(content)
         except json.JSONDecodeError as error:

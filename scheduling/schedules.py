@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
-from cocoon.errors import CocoonError, ErrorCode, RpcError, field_error
+from cocoon.errors import CocoonError, Conflict, field_error
 from cocoon.lookup import get_or_not_found
 from scheduling import cron, services, workflow
 from scheduling.choices import OPEN_STATUSES, Overlap
@@ -44,7 +44,7 @@ def preview(
     schedule_id: str | None = None,
     count: int = 5,
     after: datetime | None = None,
-) -> dict[str, Any]:
+) -> cron.Preview:
     """The next `count` instants in the schedule's zone, for unsaved input or a saved schedule."""
     if schedule_id:
         schedule = get_schedule(schedule_id)
@@ -55,12 +55,8 @@ def preview(
     start = after or timezone.now()
     if timezone.is_naive(start):
         start = start.replace(tzinfo=UTC)
-    instants = islice(cron.instants(expanded, timezone_name, start), count)
-    return {
-        "cron": expanded,
-        "timezone": timezone_name,
-        "times": [instant.isoformat() for instant in instants],
-    }
+    times = list(islice(cron.instants(expanded, timezone_name, start), count))
+    return cron.Preview(expanded, timezone_name, times)
 
 
 def _next_run(schedule: Schedule, now: datetime) -> datetime | None:
@@ -92,9 +88,7 @@ def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -
             activity.record(key, {"name": schedule.name}, actor=actor)
             publish_schedule_updated(schedule)
     except IntegrityError:
-        raise RpcError(
-            ErrorCode.CONFLICT, _("A schedule named %(name)s exists already."), name=schedule.name
-        ) from None
+        raise Conflict(_("A schedule named %(name)s exists already."), name=schedule.name) from None
     return schedule
 
 
@@ -144,8 +138,7 @@ def run_schedule(schedule_id: str, *, actor: Actor, now: datetime | None = None)
     """Start a run now, outside the cron times; overlap: skip refuses while a run is open."""
     schedule = get_schedule(schedule_id)
     if schedule.overlap == Overlap.SKIP and _has_open_run(schedule):
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _("Schedule %(name)s has a run open and does not overlap runs."),
             name=schedule.name,
         )

@@ -17,6 +17,7 @@ from cocoon.schema import (
 )
 from sandboxes.schemas import SANDBOX_CREATE, SANDBOX_ID
 from scheduling.choices import Overlap, StepStatus, TaskStatus
+from scheduling.cron import Preview
 from scheduling.models import Schedule, Task
 from scheduling.reasons import render_closing_reason
 
@@ -99,6 +100,7 @@ SCHEDULE = obj(
     }
 )
 SCHEDULE_BY_ID = obj({"scheduleId": SCHEDULE_ID}, required=("scheduleId",))
+PREVIEW = obj({"cron": STRING, "timezone": STRING, "times": array(TIMESTAMP)})
 
 
 def serialize_task(task: Task, language: str, *, patch: bool = True) -> dict[str, Any]:
@@ -145,4 +147,12 @@ def serialize_schedule(schedule: Schedule) -> dict[str, Any]:
         "skippedRuns": schedule.skipped_runs,
         "createdAt": schedule.created_at.isoformat(),
         "updatedAt": schedule.updated_at.isoformat(),
+    }
+
+
+def serialize_preview(preview: Preview) -> dict[str, Any]:
+    return {
+        "cron": preview.cron,
+        "timezone": preview.timezone,
+        "times": [instant.isoformat() for instant in preview.times],
     }

@@ -14,7 +14,7 @@ from django.utils.translation import gettext_lazy as _
 from agents import services as agents
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR, Actor
-from cocoon.errors import CocoonError, ErrorCode, NotFound, RpcError
+from cocoon.errors import CocoonError, Conflict, NotFound
 from cocoon.lookup import get_or_not_found
 from sandboxes import services as sandboxes
 from sandboxes.models import Sandbox
@@ -137,8 +137,7 @@ def prune_schedule_runs(schedule_id: str) -> int:
 def _reviewable(task_id: str) -> Task:
     task = get_task(task_id)
     if task.status != TaskStatus.REVIEW:
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _("Task %(id)s is %(status)s, not waiting for a review."),
             id=task.id,
             status=task.status,
@@ -196,8 +195,7 @@ def cancel_task(task_id: str, *, actor: Actor) -> Task:
     """Stop a queued or running task; its runner notices at its next heartbeat and stops the agent."""
     task = get_task(task_id)
     if task.status not in OPEN_STATUSES:
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _("Task %(id)s is %(status)s and cannot be cancelled."),
             id=task.id,
             status=task.status,

@@ -249,7 +249,8 @@ def test_unknown_actions_are_not_found_and_bad_numbers_come_back_as_field_errors
 
 
 def profile_named(name):
-    from agents.profiles import list_profiles, serialize_profile
+    from agents.profiles import list_profiles
+    from agents.schemas import serialize_profile
 
     return next((serialize_profile(p) for p in list_profiles() if p.name == name), None)
 

@@ -1,0 +1,129 @@
+"""The wire shapes of agents and profiles: their JSON Schemas and the dicts that match them, side by side."""
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.utils import translation
+
+from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, StatusSource
+from agents.models import Agent, AgentProfile
+from agents.profiles import FIELDS
+from cocoon.config import SECRET_NAME_PATTERN
+from cocoon.schema import (
+    BOOLEAN,
+    ENV,
+    INTEGER,
+    STRING,
+    TIMESTAMP,
+    array,
+    enum,
+    nullable,
+    obj,
+    string,
+)
+
+if TYPE_CHECKING:  # services publish agents in this shape: this module cannot import them at run time
+    from agents.services import Explanation, Screen
+
+NUMBER = {"type": "number"}
+AGENT_ID = string(pattern="^ag_[a-z0-9]+$", maxLength=40)
+AGENT = obj(
+    {
+        "id": STRING,
+        "sandboxId": STRING,
+        "profile": STRING,
+        "status": enum(*AgentStatus.values),
+        "statusSource": enum(*StatusSource.values),
+        "exitCode": nullable(INTEGER),
+        "exitReason": nullable(enum(*ExitReason.values)),
+        "createdAt": TIMESTAMP,
+        "lastActivityAt": TIMESTAMP,
+    }
+)
+AGENT_BY_ID = obj({"agentId": AGENT_ID}, required=("agentId",))
+SCREEN = obj(
+    {"screen": STRING, "scrollback": STRING, "lastKnown": BOOLEAN, "capturedAt": nullable(TIMESTAMP)}
+)
+EXPLANATION = obj(
+    {
+        "agent": AGENT,
+        "rule": enum(*StatusRule.values),
+        "detail": STRING,
+        "summary": STRING,
+        "hook": nullable(obj({"status": STRING, "ageS": NUMBER, "counts": BOOLEAN})),
+        "screenQuietS": NUMBER,
+        "workingIndicator": BOOLEAN,
+        "question": STRING,
+        "foreground": STRING,
+        "startUpGraceS": NUMBER,
+        "lastInputAt": nullable(TIMESTAMP),
+    }
+)
+PROFILE_NAME = string(pattern="^[a-z0-9][a-z0-9-]{0,63}$")
+# What a profile says (the keys of agents.profiles.FIELDS); patterns are regular expressions (checked to
+# compile on save).
+PROFILE_FIELDS = {
+    "command": array(string(minLength=1, maxLength=4000), minItems=1, maxItems=100),
+    "promptMode": enum(*PromptMode.values),
+    "env": ENV,
+    "secrets": array(string(pattern=SECRET_NAME_PATTERN), maxItems=50),
+    "hooks": BOOLEAN,
+    "workingPattern": string(maxLength=200),
+    "blockedPatterns": array(string(minLength=1, maxLength=500), maxItems=50),
+    "defaultModel": string(maxLength=200),
+    "resumeCommand": array(string(minLength=1, maxLength=4000), maxItems=100),
+}
+PROFILE = obj({"name": STRING, **PROFILE_FIELDS, "builtin": BOOLEAN})
+PROFILE_BY_NAME = obj({"name": PROFILE_NAME}, required=("name",))
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def serialize_agent(agent: Agent) -> dict[str, Any]:
+    return {
+        "id": agent.id,
+        "sandboxId": agent.sandbox_id,
+        "profile": agent.profile,
+        "status": agent.status,
+        "statusSource": agent.status_source,
+        "exitCode": agent.exit_code,
+        "exitReason": agent.exit_reason or None,
+        "createdAt": agent.created_at.isoformat(),
+        "lastActivityAt": agent.last_activity_at.isoformat(),
+    }
+
+
+def serialize_screen(screen: "Screen") -> dict[str, Any]:
+    """A live screen has no capturedAt; scrollback is there only when it was asked for."""
+    result: dict[str, Any] = {"screen": screen.screen, "lastKnown": screen.last_known}
+    if screen.last_known:
+        result["capturedAt"] = _time(screen.captured_at)
+    if screen.scrollback is not None:
+        result["scrollback"] = screen.scrollback
+    return result
+
+
+def serialize_explanation(explanation: "Explanation", language: str) -> dict[str, Any]:
+    hook = explanation.hook
+    with translation.override(language):
+        summary = str(explanation.summary)
+    return {
+        "agent": serialize_agent(explanation.agent),
+        "rule": explanation.agent.rule,
+        "detail": explanation.agent.rule_detail,
+        "summary": summary,
+        "hook": None if hook is None else {"status": hook.status, "ageS": hook.age_s, "counts": hook.counts},
+        "screenQuietS": explanation.screen_quiet_s,
+        "workingIndicator": explanation.agent.screen_indicator,
+        "question": explanation.agent.screen_question,
+        "foreground": explanation.agent.foreground,
+        "startUpGraceS": explanation.start_up_grace_s,
+        "lastInputAt": _time(explanation.agent.last_input_at),
+    }
+
+
+def serialize_profile(profile: AgentProfile) -> dict[str, Any]:
+    document = {wire: getattr(profile, field) for wire, field in FIELDS.items()}
+    return {"name": profile.name, **document, "builtin": profile.builtin}

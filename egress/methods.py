@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import config
 from cocoon.choices import ProviderKind
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import InvalidParams, NotFound
 from cocoon.registry import Call, registry
 from cocoon.schema import BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, integer, nullable, obj, string
 from egress import providers, services
@@ -170,9 +170,9 @@ def providers_test(call: Call) -> dict[str, Any]:
     elif "providerId" in params:
         provider = providers.all_providers().get(params["providerId"])
         if provider is None:
-            raise RpcError(ErrorCode.NOT_FOUND, _("There is no provider %(id)s."), id=params["providerId"])
+            raise NotFound(_("There is no provider %(id)s."), id=params["providerId"])
     else:
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("Give providerId or provider."))
+        raise InvalidParams(_("Give providerId or provider."))
     result = providers.check_provider(provider, params.get("key"))
     with translation.override(call.language):
         return {**result, "message": str(result["message"])}

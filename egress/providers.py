@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import config, vault
 from cocoon.actors import Actor
 from cocoon.choices import ProviderKind
-from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
+from cocoon.errors import Conflict, Forbidden, field_error, interpolate_lazy
 from sandboxes.choices import NetworkMode
 
 # Claude Code's subscription token: a bearer for api.anthropic.com, brokered like an API key.
@@ -149,8 +149,7 @@ def credentials_env(
             raise field_error(
                 "providers", _("The sandbox has no network: its agents cannot use providers."), "no_network"
             )
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _(
                 "Sandbox %(sandbox)s has no network: the credential proxy cannot broker %(names)s, which "
                 "profile %(profile)s hands out."
@@ -202,8 +201,7 @@ def check_profile_secrets(profile_secrets: list[str], actor: Actor) -> None:
 
 def _check_raw(name: str, actor: Actor, document: dict[str, Any]) -> None:
     if not vault.is_raw(name, document):
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _(
                 "The secret %(name)s cannot reach an agent: no provider brokers it through the credential "
                 "proxy, and no admin marked it raw (settings secrets.%(name)s.raw)."
@@ -211,8 +209,7 @@ def _check_raw(name: str, actor: Actor, document: dict[str, Any]) -> None:
             name=name,
         )
     if not actor.is_admin:
-        raise RpcError(
-            ErrorCode.FORBIDDEN,
+        raise Forbidden(
             _(
                 "The secret %(name)s would reach the agent as itself (it is marked raw): only an admin may "
                 "do that."

@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict, Unavailable
 from egress import policy
 from egress.local import ensure_local_proxy, local_proxy_running
 from egress.models import DeniedAttempt, ProviderGrant
@@ -93,9 +93,7 @@ def _engine_errors(operation: Callable[..., T], *args: Any) -> T:
 def start_proxy() -> None:
     """Start the proxy (building its image first if needed) and wait until it has loaded the policy."""
     if not enforced():
-        raise RpcError(
-            ErrorCode.CONFLICT, _("The %(driver)s driver does not enforce egress."), driver=get_driver().kind
-        )
+        raise Conflict(_("The %(driver)s driver does not enforce egress."), driver=get_driver().kind)
     from egress.container import ensure_proxy
 
     _engine_errors(ensure_proxy)
@@ -111,14 +109,15 @@ def start_proxy() -> None:
         sync(wait=True)
 
 
-class PolicyNotLoaded(RpcError):
+class PolicyNotLoaded(Unavailable):
+    """The proxy did not load the published policy: it refused it (refused says why), or said nothing."""
+
     def __init__(self, refused: str | None) -> None:
         self.refused = refused
         if refused is None:
-            super().__init__(ErrorCode.UNAVAILABLE, _("The egress proxy did not confirm its new policy."))
+            super().__init__(_("The egress proxy did not confirm its new policy."))
         else:
             super().__init__(
-                ErrorCode.UNAVAILABLE,
                 _("The egress proxy refused its new policy and keeps serving the last one: %(reason)s"),
                 reason=refused,
             )

@@ -64,14 +64,8 @@ def recheck_connections(token_id: str) -> None:
     transaction.on_commit(lambda: events.send_to_group(group, {"type": RECHECK_TYPE}))
 
 
-def serialize(token: ApiToken) -> dict:
-    return {
-        "id": token.id,
-        "name": token.name,
-        "scope": token.scope,
-        "createdAt": token.created_at.isoformat(),
-        "lastUsedAt": token.last_used_at.isoformat() if token.last_used_at else None,
-    }
+def list_tokens() -> list[ApiToken]:
+    return list(ApiToken.objects.all())
 
 
 def create_token(

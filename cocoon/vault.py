@@ -21,15 +21,6 @@ def _fernet() -> Fernet:
     return Fernet(key.encode())
 
 
-def serialize(secret: Secret) -> dict[str, Any]:
-    return {
-        "name": secret.name,
-        "raw": is_raw(secret.name),
-        "createdAt": secret.created_at.isoformat(),
-        "updatedAt": secret.updated_at.isoformat(),
-    }
-
-
 def list_secrets() -> list[Secret]:
     return list(Secret.objects.all())
 

@@ -20,6 +20,7 @@ from egress import policy
 from egress.local import ensure_local_proxy, local_proxy_running
 from egress.models import DeniedAttempt, ProviderGrant
 from egress.policy import LOOPBACK
+from egress.schemas import serialize_denied
 from sandboxes.choices import Capability, NetworkMode
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, SandboxSpec
@@ -214,19 +215,6 @@ def collect_denied() -> int:
     return counted
 
 
-def serialize_denied(row: DeniedAttempt) -> dict[str, Any]:
-    return {
-        "sandboxId": row.sandbox_id or None,
-        "source": row.source,
-        "host": row.host,
-        "port": row.port,
-        "reason": row.reason,
-        "count": row.count,
-        "firstAt": row.first_at.isoformat(),
-        "lastAt": row.last_at.isoformat(),
-    }
-
-
 def list_denied(sandbox_id: str | None = None, limit: int = 100) -> list[DeniedAttempt]:
     collect_denied()
     rows = DeniedAttempt.objects.all()
@@ -236,8 +224,9 @@ def list_denied(sandbox_id: str | None = None, limit: int = 100) -> list[DeniedA
 
 
 @transaction.atomic
-def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> dict[str, Any]:
-    """The one-click allow: add host to the allowlist (or to one sandbox's own list)."""
+def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> list[str]:
+    """The one-click allow: add host to the allowlist (or to one sandbox's own list); returns the
+    allowlist."""
     document = config.get_settings()["egress"]
     if sandbox_id:
         from sandboxes.services import get_sandbox
@@ -258,7 +247,7 @@ def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> dict[str
     DeniedAttempt.objects.filter(host=host, **({"sandbox_id": sandbox_id} if sandbox_id else {})).delete()
     activity.record(key, params, actor=actor, sandbox_id=sandbox_id or "")
     transaction.on_commit(lambda: sync(wait=True))
-    return {"host": host, "sandboxId": sandbox_id, "allowlist": config.get_settings()["egress"]["allowlist"]}
+    return config.get_settings()["egress"]["allowlist"]
 
 
 def watch_proxy() -> None:

@@ -263,17 +263,23 @@ def tls_context() -> ssl.SSLContext:
     return context
 
 
+def auth_headers(provider: dict[str, Any], key: str) -> dict[str, str]:
+    """The key in the provider's auth style: what providers.test sends, and what the credential proxy
+    sends in place of a sandbox's placeholder (it gets them in the policy, egress.policy.build)."""
+    auth = provider.get("auth", "bearer")
+    if auth == "bearer":
+        return {"Authorization": f"Bearer {key}"}
+    if auth == "x-api-key":
+        return {"x-api-key": key}
+    if auth == "header":
+        return {provider["header"]: provider.get("prefix", "") + key}
+    return {}
+
+
 def _probe(provider: dict[str, Any], key: str) -> tuple[str, dict[str, str]]:
     """The model list URL and the auth headers, as the agent CLIs would send them."""
     base = provider["baseUrl"].rstrip("/")
-    headers: dict[str, str] = {}
-    auth = provider.get("auth", "bearer")
-    if auth == "bearer":
-        headers["Authorization"] = f"Bearer {key}"
-    elif auth == "x-api-key":
-        headers["x-api-key"] = key
-    elif auth == "header":
-        headers[provider["header"]] = provider.get("prefix", "") + key
+    headers = auth_headers(provider, key)
     if provider["kind"] == ProviderKind.ANTHROPIC:
         return f"{base}/v1/models", headers | {"anthropic-version": "2023-06-01"}
     if provider["kind"] == ProviderKind.OPENAI:

@@ -24,10 +24,12 @@ from cocoon.schemas import (
     ACTIVITY_ENTRY,
     CREATED_TOKEN,
     SECRET,
+    SETUP_STATUS,
     TOKEN,
     serialize_activity_entry,
     serialize_created_token,
     serialize_secret,
+    serialize_setup_status,
     serialize_token,
 )
 from cocoon.tasks import prune_activity
@@ -90,26 +92,10 @@ def system_methods(call: Call) -> list[dict[str, Any]]:
 @registry.method(
     "system.setup_status",
     description="The first-run checklist (admin token, network, proxy, image, toolbox), translated.",
-    result=obj(
-        {
-            "ready": BOOLEAN,
-            "items": array(
-                obj(
-                    {
-                        "key": STRING,
-                        "title": STRING,
-                        "ok": BOOLEAN,
-                        "detail": STRING,
-                        # the method that repairs the item, if one does (the UI's fix button)
-                        "fix": nullable(STRING),
-                    }
-                )
-            ),
-        }
-    ),
+    result=SETUP_STATUS,
 )
 def system_setup_status(call: Call) -> dict[str, Any]:
-    return setup.setup_status(call.language)
+    return serialize_setup_status(setup.run_checks(), call.language)
 
 
 # -- settings ----------------------------------------------------------------------------------------
@@ -159,7 +145,7 @@ SECRET_NAME = string(pattern=SECRET_NAME_PATTERN)
     admin=True,
 )
 def secrets_list(call: Call) -> list[dict[str, Any]]:
-    return [serialize_secret(secret) for secret in vault.list_secrets()]
+    return [serialize_secret(secret, raw=vault.is_raw(secret.name)) for secret in vault.list_secrets()]
 
 
 @registry.method(
@@ -171,7 +157,7 @@ def secrets_list(call: Call) -> list[dict[str, Any]]:
 )
 def secrets_set(call: Call) -> dict[str, Any]:
     secret = vault.set_secret(call.params["name"], call.params["value"], actor=call.actor)
-    return serialize_secret(secret)
+    return serialize_secret(secret, raw=vault.is_raw(secret.name))
 
 
 @registry.method(

@@ -1,12 +1,17 @@
-"""The wire shapes of the core's entities (tokens, secrets, activity entries): their JSON Schemas and the
-dicts that match them, side by side. (cocoon/schema.py holds the helpers these schemas are built with.)"""
+"""The wire shapes of the core's entities (tokens, secrets, activity entries, the setup checklist): their
+JSON Schemas and the dicts that match them, side by side. (cocoon/schema.py holds the helpers these
+schemas are built with.) Services import this module to publish events, so it imports no service."""
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cocoon import vault
+from django.utils import translation
+
 from cocoon.choices import TokenScope
 from cocoon.models import ActivityEntry, ApiToken, Secret
-from cocoon.schema import ANY_OBJECT, BOOLEAN, INTEGER, STRING, TIMESTAMP, enum, nullable, obj
+from cocoon.schema import ANY_OBJECT, BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, nullable, obj
+
+if TYPE_CHECKING:
+    from cocoon.setup import CheckResult
 
 TOKEN = obj(
     {
@@ -33,6 +38,23 @@ ACTIVITY_ENTRY = obj(
         "createdAt": TIMESTAMP,
     }
 )
+SETUP_STATUS = obj(
+    {
+        "ready": BOOLEAN,
+        "items": array(
+            obj(
+                {
+                    "key": STRING,
+                    "title": STRING,
+                    "ok": BOOLEAN,
+                    "detail": STRING,
+                    # the method that repairs the item, if one does (the UI's fix button)
+                    "fix": nullable(STRING),
+                }
+            )
+        ),
+    }
+)
 
 
 def serialize_token(token: ApiToken) -> dict[str, Any]:
@@ -49,10 +71,10 @@ def serialize_created_token(token: ApiToken, plain: str) -> dict[str, Any]:
     return {"id": token.id, "name": token.name, "scope": token.scope, "token": plain}
 
 
-def serialize_secret(secret: Secret) -> dict[str, Any]:
+def serialize_secret(secret: Secret, *, raw: bool) -> dict[str, Any]:
     return {
         "name": secret.name,
-        "raw": vault.is_raw(secret.name),
+        "raw": raw,
         "createdAt": secret.created_at.isoformat(),
         "updatedAt": secret.updated_at.isoformat(),
     }
@@ -69,3 +91,18 @@ def serialize_activity_entry(entry: ActivityEntry) -> dict[str, Any]:
         "agentId": entry.agent_id or None,
         "createdAt": entry.created_at.isoformat(),
     }
+
+
+def serialize_setup_status(results: "list[CheckResult]", language: str) -> dict[str, Any]:
+    with translation.override(language):
+        items = [
+            {
+                "key": result.check.key,
+                "title": str(result.check.title),
+                "ok": result.ok,
+                "detail": str(result.detail),
+                "fix": result.check.fix,
+            }
+            for result in results
+        ]
+    return {"ready": all(result.ok for result in results), "items": items}

@@ -15,6 +15,7 @@ from cocoon import events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.models import ActivityEntry
+from cocoon.schemas import serialize_activity_entry
 
 MESSAGES: dict[str, Any] = {}
 VISIBILITY: dict[str, str] = {}  # message key -> Visibility
@@ -53,18 +54,6 @@ def render(key: str, params: dict[str, Any], language: str) -> str:
             return str(template)
 
 
-def serialize(entry: ActivityEntry) -> dict[str, Any]:
-    return {
-        "id": entry.id,
-        "key": entry.key,
-        "params": entry.params,
-        "actor": entry.actor,
-        "sandboxId": entry.sandbox_id or None,
-        "agentId": entry.agent_id or None,
-        "createdAt": entry.created_at.isoformat(),
-    }
-
-
 def record(
     key: str,
     params: dict[str, Any] | None = None,
@@ -83,7 +72,11 @@ def record(
         agent_id=agent_id,
     )
     events.publish(
-        "activity", serialize(entry), sandbox_id=sandbox_id, agent_id=agent_id, visibility=VISIBILITY[key]
+        "activity",
+        serialize_activity_entry(entry),
+        sandbox_id=sandbox_id,
+        agent_id=agent_id,
+        visibility=VISIBILITY[key],
     )
     return entry
 

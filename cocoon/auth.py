@@ -27,7 +27,7 @@ from rest_framework import authentication, exceptions
 from cocoon import tokens
 from cocoon.actors import ENV_ACTOR, Actor
 from cocoon.choices import TokenScope
-from cocoon.errors import CocoonError
+from cocoon.errors import RateLimited
 from cocoon.middleware import client_address, decode_scope, scope_language, send_error
 from cocoon.models import ApiToken
 from cocoon.throttle import guarded
@@ -179,7 +179,7 @@ class WebSocketTokenMiddleware:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> Any:
         try:
             actor, headers, query = await request_actor(scope)
-        except CocoonError as error:  # rate_limited
+        except RateLimited as error:
             return await send_error(scope, receive, send, error, await scope_language(scope))
         session_key = None
         if actor is None and _plain_token(headers, query) is None:

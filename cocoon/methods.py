@@ -12,15 +12,25 @@ from cocoon.schema import (
     ANY_OBJECT,
     BOOLEAN,
     EMPTY,
-    INTEGER,
     STRING,
-    TIMESTAMP,
     array,
     enum,
     integer,
     nullable,
     obj,
     string,
+)
+from cocoon.schemas import (
+    ACTIVITY_ENTRY,
+    CREATED_TOKEN,
+    SECRET,
+    SETUP_STATUS,
+    TOKEN,
+    serialize_activity_entry,
+    serialize_created_token,
+    serialize_secret,
+    serialize_setup_status,
+    serialize_token,
 )
 from cocoon.tasks import prune_activity
 
@@ -36,28 +46,6 @@ METHOD_INFO = obj(
         "admin": BOOLEAN,
         "agentSide": BOOLEAN,
         "wsOnly": BOOLEAN,
-    }
-)
-TOKEN = obj(
-    {
-        "id": STRING,
-        "name": STRING,
-        "scope": enum(*TokenScope.values),
-        "createdAt": TIMESTAMP,
-        "lastUsedAt": nullable(TIMESTAMP),
-    }
-)
-SECRET = obj({"name": STRING, "raw": BOOLEAN, "createdAt": TIMESTAMP, "updatedAt": TIMESTAMP})
-ACTIVITY_ENTRY = obj(
-    {
-        "id": INTEGER,
-        "key": STRING,
-        "params": ANY_OBJECT,
-        "message": STRING,
-        "actor": STRING,
-        "sandboxId": nullable(STRING),
-        "agentId": nullable(STRING),
-        "createdAt": TIMESTAMP,
     }
 )
 SUBSCRIPTION_FILTER = obj(
@@ -104,26 +92,10 @@ def system_methods(call: Call) -> list[dict[str, Any]]:
 @registry.method(
     "system.setup_status",
     description="The first-run checklist (admin token, network, proxy, image, toolbox), translated.",
-    result=obj(
-        {
-            "ready": BOOLEAN,
-            "items": array(
-                obj(
-                    {
-                        "key": STRING,
-                        "title": STRING,
-                        "ok": BOOLEAN,
-                        "detail": STRING,
-                        # the method that repairs the item, if one does (the UI's fix button)
-                        "fix": nullable(STRING),
-                    }
-                )
-            ),
-        }
-    ),
+    result=SETUP_STATUS,
 )
 def system_setup_status(call: Call) -> dict[str, Any]:
-    return setup.setup_status(call.language)
+    return serialize_setup_status(setup.run_checks(), call.language)
 
 
 # -- settings ----------------------------------------------------------------------------------------
@@ -173,7 +145,7 @@ SECRET_NAME = string(pattern=SECRET_NAME_PATTERN)
     admin=True,
 )
 def secrets_list(call: Call) -> list[dict[str, Any]]:
-    return [vault.serialize(secret) for secret in vault.list_secrets()]
+    return [serialize_secret(secret, raw=vault.is_raw(secret.name)) for secret in vault.list_secrets()]
 
 
 @registry.method(
@@ -185,7 +157,7 @@ def secrets_list(call: Call) -> list[dict[str, Any]]:
 )
 def secrets_set(call: Call) -> dict[str, Any]:
     secret = vault.set_secret(call.params["name"], call.params["value"], actor=call.actor)
-    return vault.serialize(secret)
+    return serialize_secret(secret, raw=vault.is_raw(secret.name))
 
 
 @registry.method(
@@ -210,19 +182,19 @@ def secrets_delete(call: Call) -> dict[str, Any]:
     admin=True,
 )
 def tokens_list(call: Call) -> list[dict[str, Any]]:
-    return [tokens.serialize(token) for token in tokens.ApiToken.objects.all()]
+    return [serialize_token(token) for token in tokens.list_tokens()]
 
 
 @registry.method(
     "tokens.create",
     description="Create a token. The plain token is in this answer only; it is never shown again.",
     params=obj({"name": NAME, "scope": enum(*TokenScope.values)}, required=("name", "scope")),
-    result=obj({"id": STRING, "name": STRING, "scope": STRING, "token": STRING}),
+    result=CREATED_TOKEN,
     admin=True,
 )
 def tokens_create(call: Call) -> dict[str, Any]:
     token, plain = tokens.create_token(call.params["name"], call.params["scope"], actor=call.actor)
-    return {"id": token.id, "name": token.name, "scope": token.scope, "token": plain}
+    return serialize_created_token(token, plain)
 
 
 @registry.method(
@@ -263,7 +235,7 @@ def activity_list(call: Call) -> list[dict[str, Any]]:
         agent_id=call.params.get("agentId", ""),
     )
     return [
-        activity.serialize(entry) | {"message": activity.render(entry.key, entry.params, call.language)}
+        serialize_activity_entry(entry) | {"message": activity.render(entry.key, entry.params, call.language)}
         for entry in entries
     ]
 

@@ -19,7 +19,7 @@ from django.http.request import split_domain_port, validate_host
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import CocoonError, ErrorCode, RpcError
 from cocoon.i18n import language_of_scope
 
 FORWARDED_HEADERS = {b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"forwarded"}
@@ -93,7 +93,7 @@ def client_address(scope: dict) -> str:
     return scope["client"][0] if scope.get("client") else ""
 
 
-async def send_error(scope: dict, receive: Any, send: Any, error: RpcError, language: str) -> None:
+async def send_error(scope: dict, receive: Any, send: Any, error: CocoonError, language: str) -> None:
     """Answer an ASGI request with an error: JSON over HTTP, a frame and a close over a WebSocket."""
     with translation.override(language):
         body = {"error": error.render()}

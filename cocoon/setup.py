@@ -13,7 +13,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config
@@ -54,15 +53,15 @@ def _admin_token() -> tuple[bool, Any]:
     return False, _("No admin token: run `python manage.py create_token --scope admin`.")
 
 
-def setup_status(language: str) -> dict[str, Any]:
-    items = []
-    with translation.override(language):
-        for item in CHECKS:
-            ok, detail = item.check()
-            items.append(
-                {"key": item.key, "title": str(item.title), "ok": ok, "detail": str(detail), "fix": item.fix}
-            )
-    return {"ready": all(item["ok"] for item in items), "items": items}
+@dataclass(frozen=True)
+class CheckResult:
+    check: SetupCheck
+    ok: bool
+    detail: Any  # lazy translation or ""
+
+
+def run_checks() -> list[CheckResult]:
+    return [CheckResult(item, *item.check()) for item in CHECKS]
 
 
 @contextmanager

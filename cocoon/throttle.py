@@ -21,7 +21,7 @@ from django.core.exceptions import PermissionDenied
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import RateLimited
 
 T = TypeVar("T")
 NAMESPACE = "cocoon-auth-failures"
@@ -63,7 +63,7 @@ def record_failure(address: str) -> None:
 
 def refuse_if_locked_out(address: str) -> None:
     if seconds := retry_after(address):
-        raise RpcError(ErrorCode.RATE_LIMITED, details={"retryAfterS": seconds})
+        raise RateLimited(details={"retryAfterS": seconds})
 
 
 def guarded(address: str, check: Callable[[], T | None]) -> T | None:

@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, events
 from cocoon.actors import ENV_ACTOR, Actor
 from cocoon.choices import TokenScope
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict
 from cocoon.lookup import get_or_not_found
 from cocoon.models import ApiToken
 
@@ -64,14 +64,8 @@ def recheck_connections(token_id: str) -> None:
     transaction.on_commit(lambda: events.send_to_group(group, {"type": RECHECK_TYPE}))
 
 
-def serialize(token: ApiToken) -> dict:
-    return {
-        "id": token.id,
-        "name": token.name,
-        "scope": token.scope,
-        "createdAt": token.created_at.isoformat(),
-        "lastUsedAt": token.last_used_at.isoformat() if token.last_used_at else None,
-    }
+def list_tokens() -> list[ApiToken]:
+    return list(ApiToken.objects.all())
 
 
 def create_token(
@@ -92,10 +86,7 @@ def revoke_token(token_id: str, *, actor: Actor) -> None:
         token = get_or_not_found(ApiToken, token_id, _("Token %(id)s does not exist."), id=token_id)
         other_admins = ApiToken.objects.filter(scope=TokenScope.ADMIN).exclude(pk=token.pk)
         if token.scope == TokenScope.ADMIN and not settings.COCOON_TOKEN and not other_admins.exists():
-            raise RpcError(
-                ErrorCode.CONFLICT,
-                _("The last admin token cannot be revoked: create another admin token first."),
-            )
+            raise Conflict(_("The last admin token cannot be revoked: create another admin token first."))
         token.delete()
         # Before the activity entry: its connections must be gone before their own revocation is published.
         recheck_connections(token_id)

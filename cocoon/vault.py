@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, config
 from cocoon.actors import Actor
 from cocoon.datadir import read_or_create_private_file
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import NotFound
 from cocoon.models import Secret
 
 
@@ -19,15 +19,6 @@ from cocoon.models import Secret
 def _fernet() -> Fernet:
     key = read_or_create_private_file(settings.SECRETS_KEY_FILE, lambda: Fernet.generate_key().decode())
     return Fernet(key.encode())
-
-
-def serialize(secret: Secret) -> dict[str, Any]:
-    return {
-        "name": secret.name,
-        "raw": is_raw(secret.name),
-        "createdAt": secret.created_at.isoformat(),
-        "updatedAt": secret.updated_at.isoformat(),
-    }
 
 
 def list_secrets() -> list[Secret]:
@@ -46,7 +37,7 @@ def set_secret(name: str, value: str, *, actor: Actor) -> Secret:
 def delete_secret(name: str, *, actor: Actor) -> None:
     deleted, _rows = Secret.objects.filter(name=name).delete()
     if not deleted:
-        raise RpcError(ErrorCode.NOT_FOUND, _("Secret %(name)s does not exist."), name=name)
+        raise NotFound(_("Secret %(name)s does not exist."), name=name)
     activity.record("secret.deleted", {"name": name}, actor=actor)
 
 

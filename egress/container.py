@@ -5,9 +5,9 @@ on the outbound network and, as cocoon-proxy, on every sandbox's own network."""
 import hashlib
 import logging
 import threading
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 
@@ -98,21 +98,31 @@ def proxy_running() -> bool:
     return proxy is not None and proxy.running
 
 
-def proxy_status() -> dict[str, Any]:
+@dataclass(frozen=True)
+class ProxyStatus:
+    running: bool
+    image: str
+    address: str | None
+    policy_version: int | None
+    acknowledged_version: int | None
+    # Why the proxy refused the current policy (it keeps serving the last one it could use).
+    policy_error: str | None
+
+
+def proxy_status() -> ProxyStatus:
     proxy = get_driver().find_service(SERVICE)
     running = proxy is not None and proxy.running
     current = policy.current() or {}
     # Only an ack written since the container (re)started counts (the engine may restart it itself).
     since = proxy.started_at if proxy is not None and running else None
-    acked = policy.acknowledged(since=since) if running else None
-    return {
-        "running": running,
-        "image": image_tag(),
-        "address": proxy.address if proxy is not None else None,
-        "policyVersion": current.get("version"),
-        "acknowledgedVersion": acked,
-        "policyError": policy.refused(current.get("version"), since=since) if running else None,
-    }
+    return ProxyStatus(
+        running=running,
+        image=image_tag(),
+        address=proxy.address if proxy is not None else None,
+        policy_version=current.get("version"),
+        acknowledged_version=policy.acknowledged(since=since) if running else None,
+        policy_error=policy.refused(current.get("version"), since=since) if running else None,
+    )
 
 
 def remove_proxy() -> None:

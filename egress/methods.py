@@ -2,41 +2,26 @@
 
 from typing import Any
 
-from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import config
-from cocoon.choices import ProviderKind
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import InvalidParams, NotFound
 from cocoon.registry import Call, registry
-from cocoon.schema import BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, integer, nullable, obj, string
+from cocoon.schema import STRING, array, integer, nullable, obj, string
 from egress import providers, services
+from egress.container import proxy_status
+from egress.schemas import (
+    DENIED,
+    EGRESS_STATUS,
+    PROVIDER,
+    PROVIDER_CHECK,
+    serialize_denied,
+    serialize_egress_status,
+    serialize_provider,
+    serialize_provider_check,
+)
 from sandboxes.schemas import SANDBOX_ID
 
-DENIED = obj(
-    {
-        "sandboxId": nullable(STRING),
-        "source": STRING,
-        "host": STRING,
-        "port": INTEGER,
-        "reason": STRING,
-        "count": INTEGER,
-        "firstAt": TIMESTAMP,
-        "lastAt": TIMESTAMP,
-    }
-)
-EGRESS_STATUS = obj(
-    {
-        "enforced": BOOLEAN,
-        "running": BOOLEAN,
-        "image": STRING,
-        "address": nullable(STRING),
-        "policyVersion": nullable(INTEGER),
-        "acknowledgedVersion": nullable(INTEGER),
-        # Why the proxy refused the current policy (it keeps serving the last one it could use).
-        "policyError": nullable(STRING),
-    }
-)
 PROVIDER_ID = string(pattern=config.PROVIDER_ID_PATTERN)
 
 
@@ -49,19 +34,7 @@ PROVIDER_ID = string(pattern=config.PROVIDER_ID_PATTERN)
     admin=True,
 )
 def egress_status(call: Call) -> dict[str, Any]:
-    from egress.container import proxy_status
-
-    if not services.enforced():
-        return {
-            "enforced": False,
-            "running": False,
-            "image": "",
-            "address": None,
-            "policyVersion": None,
-            "acknowledgedVersion": None,
-            "policyError": None,
-        }
-    return {"enforced": True, **proxy_status()}
+    return serialize_egress_status(proxy_status() if services.enforced() else None)
 
 
 @registry.method(
@@ -86,7 +59,7 @@ def egress_start_proxy(call: Call) -> dict[str, Any]:
 )
 def egress_denied(call: Call) -> list[dict[str, Any]]:
     rows = services.list_denied(call.params.get("sandboxId"), call.params.get("limit", 100))
-    return [services.serialize_denied(row) for row in rows]
+    return [serialize_denied(row) for row in rows]
 
 
 @registry.method(
@@ -101,22 +74,9 @@ def egress_denied(call: Call) -> list[dict[str, Any]]:
     admin=True,
 )
 def egress_allow(call: Call) -> dict[str, Any]:
-    host = call.params["host"].lower().rstrip(".")
-    return services.allow(host, actor=call.actor, sandbox_id=call.params.get("sandboxId"))
-
-
-PROVIDER_VIEW = obj(
-    {
-        "id": STRING,
-        "kind": enum(*ProviderKind.values),
-        "baseUrl": STRING,
-        "secret": STRING,
-        "auth": enum(*config.PROVIDER_AUTH),
-        "builtin": BOOLEAN,
-        "secretSet": BOOLEAN,
-        "models": array(STRING),
-    }
-)
+    host, sandbox_id = call.params["host"].lower().rstrip("."), call.params.get("sandboxId")
+    allowlist = services.allow(host, actor=call.actor, sandbox_id=sandbox_id)
+    return {"host": host, "sandboxId": sandbox_id, "allowlist": allowlist}
 
 
 @registry.method(
@@ -124,24 +84,11 @@ PROVIDER_VIEW = obj(
     description="Model providers: the built-in anthropic and openai plus settings.providers, and whether "
     "each one's secret is set (never the value).",
     params=obj({}),
-    result=array(PROVIDER_VIEW),
+    result=array(PROVIDER),
     admin=True,
 )
 def providers_list(call: Call) -> list[dict[str, Any]]:
-    configured = config.get_settings()["providers"]
-    return [
-        {
-            "id": provider_id,
-            "kind": provider["kind"],
-            "baseUrl": provider["baseUrl"],
-            "secret": provider.get("secret", ""),
-            "auth": provider.get("auth", "bearer"),
-            "builtin": provider_id in providers.BUILTIN and provider_id not in configured,
-            "secretSet": bool(providers.key_of(provider)),
-            "models": provider.get("models", []),
-        }
-        for provider_id, provider in providers.all_providers().items()
-    ]
+    return [serialize_provider(provider) for provider in providers.list_providers()]
 
 
 @registry.method(
@@ -152,15 +99,7 @@ def providers_list(call: Call) -> list[dict[str, Any]]:
         {"providerId": PROVIDER_ID, "provider": config.PROVIDER, "key": string(maxLength=10_000)},
         anyOf=[{"required": ["providerId"]}, {"required": ["provider"]}],
     ),
-    result=obj(
-        {
-            "ok": BOOLEAN,
-            "result": enum("ok", "unreachable", "unauthorized", "error"),
-            "message": STRING,
-            "status": nullable(INTEGER),
-            "models": array(STRING),
-        }
-    ),
+    result=PROVIDER_CHECK,
     admin=True,
 )
 def providers_test(call: Call) -> dict[str, Any]:
@@ -170,9 +109,8 @@ def providers_test(call: Call) -> dict[str, Any]:
     elif "providerId" in params:
         provider = providers.all_providers().get(params["providerId"])
         if provider is None:
-            raise RpcError(ErrorCode.NOT_FOUND, _("There is no provider %(id)s."), id=params["providerId"])
+            raise NotFound(_("There is no provider %(id)s."), id=params["providerId"])
     else:
-        raise RpcError(ErrorCode.INVALID_PARAMS, _("Give providerId or provider."))
-    result = providers.check_provider(provider, params.get("key"))
-    with translation.override(call.language):
-        return {**result, "message": str(result["message"])}
+        raise InvalidParams(_("Give providerId or provider."))
+    check = providers.check_provider(provider, params.get("key"))
+    return serialize_provider_check(check, call.language)

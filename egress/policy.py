@@ -71,7 +71,7 @@ def build() -> dict[str, Any]:
         if provider_id in granted:
             routes[provider_id] = {
                 **{key: provider.get(key, "") for key in ("baseUrl", "auth", "header", "prefix", "secret")},
-                "key": providers.key_of(provider),
+                "headers": providers.auth_headers(provider, providers.key_of(provider)),
                 # The proxy's localhost is its own container; the provider meant the server.
                 "baseUrl": providers.reachable_base_url(provider["baseUrl"], driver.host_alias),
             }

@@ -2,6 +2,7 @@
 an agent gets for them (SPEC §5), and providers.test."""
 
 import ssl
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -12,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import config, vault
 from cocoon.actors import Actor
 from cocoon.choices import ProviderKind
-from cocoon.errors import ErrorCode, RpcError, field_error, interpolate_lazy
+from cocoon.errors import Conflict, Forbidden, field_error, interpolate_lazy
 from sandboxes.choices import NetworkMode
 
 # Claude Code's subscription token: a bearer for api.anthropic.com, brokered like an API key.
@@ -42,13 +43,34 @@ TEST_TIMEOUT_S = 10
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
 
 
+@dataclass(frozen=True)
+class Provider:
+    """A provider as listed: its entry (BUILTIN's or settings.providers'), whether it is a built-in one
+    left as it is, and whether its secret is set."""
+
+    id: str
+    entry: dict[str, Any]
+    builtin: bool
+    secret_set: bool
+
+
+@dataclass(frozen=True)
+class ProviderCheck:
+    """What providers.test found: result is ok, unreachable, unauthorized or error; message is a lazy
+    translation."""
+
+    result: str
+    message: Any
+    status: int | None = None
+    models: list[str] = field(default_factory=list)
+
+
 @transaction.atomic
-def save_provider(provider_id: str, provider: dict[str, Any], *, actor: Actor) -> dict[str, Any]:
-    """Replace a configured provider's whole entry (a merge would keep fields the caller left out);
-    returns the settings document."""
+def save_provider(provider_id: str, provider: dict[str, Any], *, actor: Actor) -> None:
+    """Replace a configured provider's whole entry (a merge would keep fields the caller left out)."""
     if provider_id in config.get_settings()["providers"]:
         config.reset_settings([f"providers.{provider_id}"], actor=actor)
-    return config.update_settings({"providers": {provider_id: provider}}, actor=actor)
+    config.update_settings({"providers": {provider_id: provider}}, actor=actor)
 
 
 def all_providers(document: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
@@ -56,6 +78,19 @@ def all_providers(document: dict[str, Any] | None = None) -> dict[str, dict[str,
     return {
         key: {"auth": "bearer", **provider} for key, provider in {**BUILTIN, **document["providers"]}.items()
     }
+
+
+def list_providers() -> list[Provider]:
+    configured = config.get_settings()["providers"]
+    return [
+        Provider(
+            id=provider_id,
+            entry=provider,
+            builtin=provider_id in BUILTIN and provider_id not in configured,
+            secret_set=bool(key_of(provider)),
+        )
+        for provider_id, provider in all_providers().items()
+    ]
 
 
 def host_of(url: str) -> str:
@@ -149,8 +184,7 @@ def credentials_env(
             raise field_error(
                 "providers", _("The sandbox has no network: its agents cannot use providers."), "no_network"
             )
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _(
                 "Sandbox %(sandbox)s has no network: the credential proxy cannot broker %(names)s, which "
                 "profile %(profile)s hands out."
@@ -202,8 +236,7 @@ def check_profile_secrets(profile_secrets: list[str], actor: Actor) -> None:
 
 def _check_raw(name: str, actor: Actor, document: dict[str, Any]) -> None:
     if not vault.is_raw(name, document):
-        raise RpcError(
-            ErrorCode.CONFLICT,
+        raise Conflict(
             _(
                 "The secret %(name)s cannot reach an agent: no provider brokers it through the credential "
                 "proxy, and no admin marked it raw (settings secrets.%(name)s.raw)."
@@ -211,8 +244,7 @@ def _check_raw(name: str, actor: Actor, document: dict[str, Any]) -> None:
             name=name,
         )
     if not actor.is_admin:
-        raise RpcError(
-            ErrorCode.FORBIDDEN,
+        raise Forbidden(
             _(
                 "The secret %(name)s would reach the agent as itself (it is marked raw): only an admin may "
                 "do that."
@@ -231,17 +263,23 @@ def tls_context() -> ssl.SSLContext:
     return context
 
 
+def auth_headers(provider: dict[str, Any], key: str) -> dict[str, str]:
+    """The key in the provider's auth style: what providers.test sends, and what the credential proxy
+    sends in place of a sandbox's placeholder (it gets them in the policy, egress.policy.build)."""
+    auth = provider.get("auth", "bearer")
+    if auth == "bearer":
+        return {"Authorization": f"Bearer {key}"}
+    if auth == "x-api-key":
+        return {"x-api-key": key}
+    if auth == "header":
+        return {provider["header"]: provider.get("prefix", "") + key}
+    return {}
+
+
 def _probe(provider: dict[str, Any], key: str) -> tuple[str, dict[str, str]]:
     """The model list URL and the auth headers, as the agent CLIs would send them."""
     base = provider["baseUrl"].rstrip("/")
-    headers: dict[str, str] = {}
-    auth = provider.get("auth", "bearer")
-    if auth == "bearer":
-        headers["Authorization"] = f"Bearer {key}"
-    elif auth == "x-api-key":
-        headers["x-api-key"] = key
-    elif auth == "header":
-        headers[provider["header"]] = provider.get("prefix", "") + key
+    headers = auth_headers(provider, key)
     if provider["kind"] == ProviderKind.ANTHROPIC:
         return f"{base}/v1/models", headers | {"anthropic-version": "2023-06-01"}
     if provider["kind"] == ProviderKind.OPENAI:
@@ -264,7 +302,7 @@ def _sni(url: str) -> dict[str, str]:
     return {"sni_hostname": urlsplit(url).hostname or ""}
 
 
-def check_provider(provider: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+def check_provider(provider: dict[str, Any], key: str | None = None) -> ProviderCheck:
     """Reachability, auth and the model list, from the server. key overrides the stored secret
     (for input not saved yet)."""
     url, headers = _probe(provider, key if key is not None else key_of(provider))
@@ -274,29 +312,19 @@ def check_provider(provider: dict[str, Any], key: str | None = None) -> dict[str
             response = client.get(pinned_url, headers=pinned_headers, extensions=_sni(url))
     except httpx.HTTPError as error:
         message = _("%(url)s could not be reached: %(error)s")
-        return _result("unreachable", message, {"url": url, "error": type(error).__name__})
+        return ProviderCheck(
+            "unreachable", interpolate_lazy(message, {"url": url, "error": type(error).__name__})
+        )
     status = response.status_code
     if status in {401, 403}:
-        return _result(
-            "unauthorized", _("The provider refused the key (HTTP %(status)s)."), {"status": status}
-        )
+        message = _("The provider refused the key (HTTP %(status)s).")
+        return ProviderCheck("unauthorized", interpolate_lazy(message, {"status": status}), status)
     if status >= 400:
-        return _result("error", _("The provider answered HTTP %(status)s."), {"status": status})
+        message = _("The provider answered HTTP %(status)s.")
+        return ProviderCheck("error", interpolate_lazy(message, {"status": status}), status)
     try:
         models = [str(item["id"]) for item in response.json().get("data", []) if "id" in item][:500]
     except (ValueError, AttributeError, TypeError):
         models = []
     message = _("Reachable, key accepted, %(count)s models.")
-    return _result("ok", message, {"status": status, "count": len(models)}, models)
-
-
-def _result(
-    outcome: str, message: Any, params: dict[str, Any], models: list[str] | None = None
-) -> dict[str, Any]:
-    return {
-        "ok": outcome == "ok",
-        "result": outcome,
-        "message": interpolate_lazy(message, params),
-        "status": params.get("status"),
-        "models": models or [],
-    }
+    return ProviderCheck("ok", interpolate_lazy(message, {"count": len(models)}), status, models)

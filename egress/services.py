@@ -15,11 +15,12 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import ErrorCode, RpcError
+from cocoon.errors import Conflict, Unavailable
 from egress import policy
 from egress.local import ensure_local_proxy, local_proxy_running
 from egress.models import DeniedAttempt, ProviderGrant
 from egress.policy import LOOPBACK
+from egress.schemas import serialize_denied
 from sandboxes.choices import Capability, NetworkMode
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, SandboxSpec
@@ -93,9 +94,7 @@ def _engine_errors(operation: Callable[..., T], *args: Any) -> T:
 def start_proxy() -> None:
     """Start the proxy (building its image first if needed) and wait until it has loaded the policy."""
     if not enforced():
-        raise RpcError(
-            ErrorCode.CONFLICT, _("The %(driver)s driver does not enforce egress."), driver=get_driver().kind
-        )
+        raise Conflict(_("The %(driver)s driver does not enforce egress."), driver=get_driver().kind)
     from egress.container import ensure_proxy
 
     _engine_errors(ensure_proxy)
@@ -111,14 +110,15 @@ def start_proxy() -> None:
         sync(wait=True)
 
 
-class PolicyNotLoaded(RpcError):
+class PolicyNotLoaded(Unavailable):
+    """The proxy did not load the published policy: it refused it (refused says why), or said nothing."""
+
     def __init__(self, refused: str | None) -> None:
         self.refused = refused
         if refused is None:
-            super().__init__(ErrorCode.UNAVAILABLE, _("The egress proxy did not confirm its new policy."))
+            super().__init__(_("The egress proxy did not confirm its new policy."))
         else:
             super().__init__(
-                ErrorCode.UNAVAILABLE,
                 _("The egress proxy refused its new policy and keeps serving the last one: %(reason)s"),
                 reason=refused,
             )
@@ -215,19 +215,6 @@ def collect_denied() -> int:
     return counted
 
 
-def serialize_denied(row: DeniedAttempt) -> dict[str, Any]:
-    return {
-        "sandboxId": row.sandbox_id or None,
-        "source": row.source,
-        "host": row.host,
-        "port": row.port,
-        "reason": row.reason,
-        "count": row.count,
-        "firstAt": row.first_at.isoformat(),
-        "lastAt": row.last_at.isoformat(),
-    }
-
-
 def list_denied(sandbox_id: str | None = None, limit: int = 100) -> list[DeniedAttempt]:
     collect_denied()
     rows = DeniedAttempt.objects.all()
@@ -237,8 +224,9 @@ def list_denied(sandbox_id: str | None = None, limit: int = 100) -> list[DeniedA
 
 
 @transaction.atomic
-def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> dict[str, Any]:
-    """The one-click allow: add host to the allowlist (or to one sandbox's own list)."""
+def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> list[str]:
+    """The one-click allow: add host to the allowlist (or to one sandbox's own list); returns the
+    allowlist."""
     document = config.get_settings()["egress"]
     if sandbox_id:
         from sandboxes.services import get_sandbox
@@ -259,7 +247,7 @@ def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> dict[str
     DeniedAttempt.objects.filter(host=host, **({"sandbox_id": sandbox_id} if sandbox_id else {})).delete()
     activity.record(key, params, actor=actor, sandbox_id=sandbox_id or "")
     transaction.on_commit(lambda: sync(wait=True))
-    return {"host": host, "sandboxId": sandbox_id, "allowlist": config.get_settings()["egress"]["allowlist"]}
+    return config.get_settings()["egress"]["allowlist"]
 
 
 def watch_proxy() -> None:

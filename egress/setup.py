@@ -19,15 +19,15 @@ def _egress_proxy() -> tuple[bool, Any]:
         status = proxy_status()
     except Exception as error:  # engine down: say so instead of failing the list
         return False, str(error)
-    if not status["running"]:
+    if not status.running:
         return False, _("The egress proxy is not running: start it with egress.start_proxy.")
-    if status["policyError"]:
+    if status.policy_error:
         return False, interpolate_lazy(
             _("The egress proxy refused the current policy and keeps serving the last one: %(reason)s"),
-            {"reason": status["policyError"]},
+            {"reason": status.policy_error},
         )
-    if status["policyVersion"] is not None and status["acknowledgedVersion"] != status["policyVersion"]:
+    if status.policy_version is not None and status.acknowledged_version != status.policy_version:
         return False, _("The egress proxy has not loaded the current policy yet.")
     return True, interpolate_lazy(
-        _("Running, policy version %(version)s."), {"version": status["policyVersion"]}
+        _("Running, policy version %(version)s."), {"version": status.policy_version}
     )

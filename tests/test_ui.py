@@ -183,9 +183,9 @@ def test_it_speaks_the_browsers_language_and_the_switch_wins():
 
 
 def test_the_checklist_names_the_method_that_fixes_an_item():
-    from cocoon.setup import setup_status
+    from cocoon.setup import run_checks
 
-    fixes = {item["key"]: item["fix"] for item in setup_status("en")["items"]}
+    fixes = {result.check.key: result.check.fix for result in run_checks()}
     assert fixes["image"] == "image.build"
     assert fixes["toolbox"] == "toolbox.install"
     assert fixes["adminToken"] is None

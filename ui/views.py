@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from cocoon.actors import Actor
 from cocoon.auth import log_in_session, log_out
-from cocoon.errors import CocoonError
+from cocoon.errors import RateLimited
 from cocoon.setup import CHECKS
 from cocoon.throttle import guarded, refuse_if_locked_out
 from sandboxes.choices import Capability, NetworkMode
@@ -57,7 +57,7 @@ def login(request: HttpRequest) -> HttpResponse:
                 if _log_in(request) is not None:
                     return redirect(back(request, reverse("ui:dashboard")))
                 error, status = _("That token or user name and password is not valid."), 401
-            except CocoonError as refused:  # rate_limited
+            except RateLimited as refused:
                 error, status, headers = (
                     refused.render()["message"],
                     refused.http_status,

@@ -15,7 +15,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 
 from cocoon.auth import session_actor
-from cocoon.errors import CocoonError, ErrorCode, RpcError
+from cocoon.errors import CocoonError, ErrorCode, Forbidden, NotFound, Unauthorized
 from cocoon.i18n import language_of_request, supported
 from cocoon.registry import registry
 
@@ -50,11 +50,11 @@ def form_number(raw: str) -> int | float | str:
 def method_of(actions: dict[str, Any], action: str) -> Any:
     """The method behind a URL's action word; only the listed ones, whatever the URL says."""
     if action not in actions:
-        raise RpcError(ErrorCode.NOT_FOUND)
+        raise NotFound()
     return actions[action]
 
 
-def error_page(request: HttpRequest, error: RpcError, status: int | None = None) -> HttpResponse:
+def error_page(request: HttpRequest, error: CocoonError, status: int | None = None) -> HttpResponse:
     rendered = error.render()
     status = status or error.http_status
     return render(request, "ui/error.html", {"error": rendered, "status": status}, status=status)
@@ -85,11 +85,11 @@ def page(*, admin: bool = False) -> Callable:
                 request.actor = session_actor(request.session)
                 if request.actor is None:
                     if wants_json(request):
-                        return JsonResponse({"error": RpcError(ErrorCode.UNAUTHORIZED).render()}, status=401)
+                        return JsonResponse({"error": Unauthorized().render()}, status=401)
                     query = urlencode({"next": request.get_full_path()})
                     return redirect(f"{reverse('ui:login')}?{query}")
                 if admin and not request.actor.is_admin:
-                    return error_page(request, RpcError(ErrorCode.FORBIDDEN, _("This page needs an admin.")))
+                    return error_page(request, Forbidden(_("This page needs an admin.")))
                 try:
                     return view(request, *args, **kwargs)
                 except CocoonError as error:
@@ -100,7 +100,7 @@ def page(*, admin: bool = False) -> Callable:
     return decorate
 
 
-def _failed(request: HttpRequest, error: RpcError) -> HttpResponse:
+def _failed(request: HttpRequest, error: CocoonError) -> HttpResponse:
     if wants_json(request):
         return JsonResponse({"error": error.render()}, status=error.http_status)
     if request.method == "POST" and error.code not in PAGE_ERRORS:
@@ -112,7 +112,7 @@ def _failed(request: HttpRequest, error: RpcError) -> HttpResponse:
     return error_page(request, error)
 
 
-def describe(error: RpcError) -> str:
+def describe(error: CocoonError) -> str:
     """The message with its field errors, for a flash message."""
     rendered = error.render()
     fields = rendered["details"].get("fields") or []

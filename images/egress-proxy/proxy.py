@@ -603,7 +603,8 @@ class CredentialHandler(Handler):
             authority = host if port == (443 if secure else 80) else f"{host}:{port}"
             drop = {"authorization", "x-api-key", provider.get("header", "").lower()}
             path = base.path.rstrip("/") + rest
-            send_head(upstream, request, path, authority, _auth_headers(provider), drop, self.length is None)
+            auth = list(provider["headers"].items())  # the real key, as cocoond built it
+            send_head(upstream, request, path, authority, auth, drop, self.length is None)
             forward_body(self.length, self.reader, upstream)
             forward_response(upstream, self.connection)
 
@@ -630,18 +631,6 @@ def _offered_token(request: Request) -> str:
         if match := re.search(r"cocoon_([0-9a-f]{32})_", value):
             return match.group(1)
     return ""
-
-
-def _auth_headers(provider: dict[str, Any]) -> list[tuple[str, str]]:
-    """The real key in the provider's auth style."""
-    key, auth = provider.get("key") or "", provider.get("auth", "bearer")
-    if auth == "bearer":
-        return [("Authorization", f"Bearer {key}")]
-    if auth == "x-api-key":
-        return [("x-api-key", key)]
-    if auth == "header":
-        return [(provider["header"], provider.get("prefix", "") + key)]
-    return []
 
 
 class Slots:

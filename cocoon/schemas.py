@@ -1,0 +1,108 @@
+"""The wire shapes of the core's entities (tokens, secrets, activity entries, the setup checklist): their
+JSON Schemas and the dicts that match them, side by side. (cocoon/schema.py holds the helpers these
+schemas are built with.) Services import this module to publish events, so it imports no service."""
+
+from typing import TYPE_CHECKING, Any
+
+from django.utils import translation
+
+from cocoon.choices import TokenScope
+from cocoon.models import ActivityEntry, ApiToken, Secret
+from cocoon.schema import ANY_OBJECT, BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, nullable, obj
+
+if TYPE_CHECKING:
+    from cocoon.setup import CheckResult
+
+TOKEN = obj(
+    {
+        "id": STRING,
+        "name": STRING,
+        "scope": enum(*TokenScope.values),
+        "createdAt": TIMESTAMP,
+        "lastUsedAt": nullable(TIMESTAMP),
+    }
+)
+# A new token: the only answer that carries the plain token.
+CREATED_TOKEN = obj({"id": STRING, "name": STRING, "scope": STRING, "token": STRING})
+SECRET = obj({"name": STRING, "raw": BOOLEAN, "createdAt": TIMESTAMP, "updatedAt": TIMESTAMP})
+# message: rendered in the reader's language (activity.list; the consumer adds it to "activity" events).
+ACTIVITY_ENTRY = obj(
+    {
+        "id": INTEGER,
+        "key": STRING,
+        "params": ANY_OBJECT,
+        "message": STRING,
+        "actor": STRING,
+        "sandboxId": nullable(STRING),
+        "agentId": nullable(STRING),
+        "createdAt": TIMESTAMP,
+    }
+)
+SETUP_STATUS = obj(
+    {
+        "ready": BOOLEAN,
+        "items": array(
+            obj(
+                {
+                    "key": STRING,
+                    "title": STRING,
+                    "ok": BOOLEAN,
+                    "detail": STRING,
+                    # the method that repairs the item, if one does (the UI's fix button)
+                    "fix": nullable(STRING),
+                }
+            )
+        ),
+    }
+)
+
+
+def serialize_token(token: ApiToken) -> dict[str, Any]:
+    return {
+        "id": token.id,
+        "name": token.name,
+        "scope": token.scope,
+        "createdAt": token.created_at.isoformat(),
+        "lastUsedAt": token.last_used_at.isoformat() if token.last_used_at else None,
+    }
+
+
+def serialize_created_token(token: ApiToken, plain: str) -> dict[str, Any]:
+    return {"id": token.id, "name": token.name, "scope": token.scope, "token": plain}
+
+
+def serialize_secret(secret: Secret, *, raw: bool) -> dict[str, Any]:
+    return {
+        "name": secret.name,
+        "raw": raw,
+        "createdAt": secret.created_at.isoformat(),
+        "updatedAt": secret.updated_at.isoformat(),
+    }
+
+
+def serialize_activity_entry(entry: ActivityEntry) -> dict[str, Any]:
+    """Without its message, which each reader gets in their own language."""
+    return {
+        "id": entry.id,
+        "key": entry.key,
+        "params": entry.params,
+        "actor": entry.actor,
+        "sandboxId": entry.sandbox_id or None,
+        "agentId": entry.agent_id or None,
+        "createdAt": entry.created_at.isoformat(),
+    }
+
+
+def serialize_setup_status(results: "list[CheckResult]", language: str) -> dict[str, Any]:
+    with translation.override(language):
+        items = [
+            {
+                "key": result.check.key,
+                "title": str(result.check.title),
+                "ok": result.ok,
+                "detail": str(result.detail),
+                "fix": result.check.fix,
+            }
+            for result in results
+        ]
+    return {"ready": all(result.ok for result in results), "items": items}

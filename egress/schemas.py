@@ -1,0 +1,120 @@
+"""The wire shapes of egress: denied attempts, the proxy's status, providers and a provider check; their
+JSON Schemas and the dicts that match them, side by side."""
+
+from typing import Any
+
+from django.utils import translation
+
+from cocoon import config
+from cocoon.choices import ProviderKind
+from cocoon.schema import BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, nullable, obj
+from egress.container import ProxyStatus
+from egress.models import DeniedAttempt
+from egress.providers import Provider, ProviderCheck
+
+DENIED = obj(
+    {
+        "sandboxId": nullable(STRING),
+        "source": STRING,
+        "host": STRING,
+        "port": INTEGER,
+        "reason": STRING,
+        "count": INTEGER,
+        "firstAt": TIMESTAMP,
+        "lastAt": TIMESTAMP,
+    }
+)
+EGRESS_STATUS = obj(
+    {
+        "enforced": BOOLEAN,
+        "running": BOOLEAN,
+        "image": STRING,
+        "address": nullable(STRING),
+        "policyVersion": nullable(INTEGER),
+        "acknowledgedVersion": nullable(INTEGER),
+        # Why the proxy refused the current policy (it keeps serving the last one it could use).
+        "policyError": nullable(STRING),
+    }
+)
+PROVIDER = obj(
+    {
+        "id": STRING,
+        "kind": enum(*ProviderKind.values),
+        "baseUrl": STRING,
+        "secret": STRING,
+        "auth": enum(*config.PROVIDER_AUTH),
+        "builtin": BOOLEAN,
+        "secretSet": BOOLEAN,
+        "models": array(STRING),
+    }
+)
+PROVIDER_CHECK = obj(
+    {
+        "ok": BOOLEAN,
+        "result": enum("ok", "unreachable", "unauthorized", "error"),
+        "message": STRING,
+        "status": nullable(INTEGER),
+        "models": array(STRING),
+    }
+)
+
+
+def serialize_denied(row: DeniedAttempt) -> dict[str, Any]:
+    return {
+        "sandboxId": row.sandbox_id or None,
+        "source": row.source,
+        "host": row.host,
+        "port": row.port,
+        "reason": row.reason,
+        "count": row.count,
+        "firstAt": row.first_at.isoformat(),
+        "lastAt": row.last_at.isoformat(),
+    }
+
+
+def serialize_egress_status(status: ProxyStatus | None) -> dict[str, Any]:
+    """status is None where the driver does not enforce egress (there is no proxy container)."""
+    if status is None:
+        return {
+            "enforced": False,
+            "running": False,
+            "image": "",
+            "address": None,
+            "policyVersion": None,
+            "acknowledgedVersion": None,
+            "policyError": None,
+        }
+    return {
+        "enforced": True,
+        "running": status.running,
+        "image": status.image,
+        "address": status.address,
+        "policyVersion": status.policy_version,
+        "acknowledgedVersion": status.acknowledged_version,
+        "policyError": status.policy_error,
+    }
+
+
+def serialize_provider(provider: Provider) -> dict[str, Any]:
+    return {
+        "id": provider.id,
+        "kind": provider.entry["kind"],
+        "baseUrl": provider.entry["baseUrl"],
+        "secret": provider.entry.get("secret", ""),
+        "auth": provider.entry.get("auth", "bearer"),
+        "builtin": provider.builtin,
+        "secretSet": provider.secret_set,
+        "models": provider.entry.get("models", []),
+    }
+
+
+def serialize_provider_check(check: ProviderCheck, language: str) -> dict[str, Any]:
+    with translation.override(language):
+        message = str(check.message)
+    return {
+        "ok": check.result == "ok",
+        "result": check.result,
+        "message": message,
+        "status": check.status,
+        "models": check.models,
+    }

@@ -249,7 +249,7 @@ class Run:
             self._save()  # heartbeat; raises Abandoned after a cancel
             self._require_sandbox()
             blocked = state["status"] == StepStatus.BLOCKED
-            until = [AgentStatus.DONE, AgentStatus.EXITED]
+            until: list[str] = [AgentStatus.DONE, AgentStatus.EXITED]
             until += [AgentStatus.WORKING, AgentStatus.IDLE] if blocked else [AgentStatus.BLOCKED]
             agent = _wait_for_agent(agent_id, until, min(remaining, HEARTBEAT_S))
             if agent is None:

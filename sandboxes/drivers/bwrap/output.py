@@ -11,7 +11,7 @@ from sandboxes.drivers.base import MAX_EXEC_OUTPUT
 
 
 def bounded_communicate(
-    process: subprocess.Popen, stdin: bytes | None, timeout: float
+    process: subprocess.Popen[bytes], stdin: bytes | None, timeout: float
 ) -> tuple[bytes, bytes, bool, bool]:
     """stdout and stderr of a process in a sandbox, each cut at MAX_EXEC_OUTPUT (the rest is read and
     dropped), whether anything was cut, and whether it ended before the deadline (else it is killed)."""
@@ -31,7 +31,7 @@ def bounded_communicate(
     streams = selectors.DefaultSelector()
     for stream in output:
         os.set_blocking(stream.fileno(), False)
-        streams.register(stream, selectors.EVENT_READ)
+        streams.register(stream, selectors.EVENT_READ, output[stream])
     deadline = time.monotonic() + timeout
     while streams.get_map():
         remaining = deadline - time.monotonic()
@@ -42,7 +42,7 @@ def bounded_communicate(
             if not chunk:
                 streams.unregister(key.fileobj)
                 continue
-            buffer = output[key.fileobj]
+            buffer = key.data
             room = MAX_EXEC_OUTPUT - len(buffer)
             truncated |= len(chunk) > room
             buffer += chunk[: max(room, 0)]

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from cocoon.errors import CocoonError, RpcError
+from cocoon.errors import CocoonError
 from sandboxes.choices import NetworkMode
 from scheduling.choices import OPEN_STATUSES, Overlap, StepStatus, TaskStatus
 from ui.diff import diff_context
@@ -21,7 +21,12 @@ from ui.web import call, done, form_number, method_of, page, profiles, show
 
 TASK_ACTIONS = {"cancel": "task.cancel", "approve": "task.approve", "reject": "task.reject"}
 SCHEDULE_ACTIONS = {"run": "schedule.run", "delete": "schedule.delete"}
-SCHEDULE_DEFAULTS = {"timezone": "UTC", "overlap": Overlap.SKIP, "keepRuns": 10, "enabled": True}
+SCHEDULE_DEFAULTS: dict[str, Any] = {
+    "timezone": "UTC",
+    "overlap": Overlap.SKIP,
+    "keepRuns": 10,
+    "enabled": True,
+}
 
 
 # -- the task form (a task.create body) ---------------------------------------------------------------
@@ -67,7 +72,7 @@ def _form_options(request: HttpRequest, template: dict[str, Any]) -> dict[str, A
     }
 
 
-def form_errors(error: RpcError, prefix: str = "") -> dict[str, Any]:
+def form_errors(error: CocoonError, prefix: str = "") -> dict[str, Any]:
     """The error for a form: its message, and each field's message by path (without the prefix)."""
     rendered = error.render()
     fields = {

@@ -26,7 +26,7 @@ CLOSE_CONFLICT = 4409
 
 def _size(query: dict[str, list[str]], name: str, default: int, low: int, high: int) -> int:
     try:
-        return max(low, min(high, int((query.get(name) or [default])[0])))
+        return max(low, min(high, int(next(iter(query.get(name, ())), default))))
     except ValueError:
         return default
 

@@ -182,6 +182,6 @@ def decide(rules: ScreenRules, memory: Memory, seen: Observation, now: float) ->
         return Decision(AgentStatus.WORKING, heuristic, StatusRule.SCREEN_CHANGING)
     if memory.status == AgentStatus.WORKING and quiet_s < SETTLE_S:
         return Decision(AgentStatus.WORKING, heuristic, StatusRule.SETTLING)
-    if has_task and memory.last_change_at >= memory.last_input_at:
+    if memory.last_input_at is not None and memory.last_change_at >= memory.last_input_at:
         return Decision(AgentStatus.DONE, heuristic, StatusRule.QUIET_AFTER_TASK)
     return Decision(AgentStatus.IDLE, heuristic, StatusRule.QUIET)

@@ -16,7 +16,8 @@ from cocoon.errors import CocoonError
 from cocoon.models import ActivityEntry, ApiToken, Secret, SettingsDocument
 
 
-def service_action(name: str, description: Any, run: Callable[[Model, Actor], Any]) -> Callable:
+# run takes a row of the admin's own model, which only the admin class knows.
+def service_action(name: str, description: Any, run: Callable[[Any, Actor], Any]) -> Callable:
     """An admin action calling a service once per selected row as the Django user's actor."""
 
     def action(model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:

@@ -66,6 +66,7 @@ def _env_digest() -> str:
 
 def log_in_session(session: SessionBase, *, token_plain: str | None = None, user: Any = None) -> Actor | None:
     """Bind a session to the token (or Django user) it logged in with; None if the token is not valid."""
+    actor: Actor | None
     if user is not None:
         actor = user_actor(user)
         marker = {"user": user.pk}
@@ -150,7 +151,7 @@ def current_actor(actor: Actor, session_key: str | None) -> Actor | None:
 
 
 def _plain_token(headers: dict[str, str], query: dict[str, list[str]]) -> str | None:
-    return token_from(headers.get("authorization"), (query.get("token") or [None])[0])
+    return token_from(headers.get("authorization"), next(iter(query.get("token", ())), None))
 
 
 async def request_actor(scope: dict) -> tuple[Actor | None, dict[str, str], dict[str, list[str]]]:

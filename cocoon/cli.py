@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,7 @@ def _run(args: argparse.Namespace, client: Client) -> tuple[Any, int]:
         if args.action == "diff":
             result = client.sandbox_diff(sandbox_id=args.sandbox_id, paths=args.paths or None)
             return result, 0
-        method = {
+        method: dict[str, Callable[..., Any]] = {
             "get": client.sandbox_get,
             "start": client.sandbox_start,
             "stop": client.sandbox_stop,

@@ -306,7 +306,7 @@ def update_settings(patch: dict[str, Any], *, actor: Actor) -> dict[str, Any]:
 
 
 def _remove_path(overrides: dict[str, Any], parts: list[str]) -> None:
-    node = overrides
+    node: Any = overrides  # walked down an untyped JSON document
     for part in parts[:-1]:
         node = node.get(part)
         if not isinstance(node, dict):

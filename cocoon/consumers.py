@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
@@ -35,7 +35,7 @@ MAX_SUBSCRIPTIONS = 100
 RECHECK_AFTER_S = 1.0
 
 
-class LiveCredentials:
+class LiveCredentials(AsyncWebsocketConsumer):
     """For WebSocket consumers: a connection lasts only as long as the token or session it was opened with.
 
     It joins its actor's group (tokens.auth_group), where a revocation, a logout or a user's password
@@ -62,6 +62,7 @@ class LiveCredentials:
         await self.close(code=CLOSE_LAYER_LOST)
 
     async def join_auth_group(self) -> None:
+        assert self.actor is not None, "only a connection with an actor joins its group"
         self.auth_group = tokens.auth_group(self.actor.token_id)
         self.checked_at = time.monotonic()
         await self.channel_layer.group_add(self.auth_group, self.channel_name)
@@ -221,8 +222,9 @@ class RpcConsumer(LiveCredentials, AsyncJsonWebsocketConsumer):
             return
         if event["type"] == "activity":
             data = event["data"]
-            event = dict(
-                event, data=data | {"message": activity.render(data["key"], data["params"], self.language)}
-            )
+            event = {
+                **event,
+                "data": data | {"message": activity.render(data["key"], data["params"], self.language)},
+            }
         for subscription in matching:
             await self.send_json({"subscription": subscription, "event": event})

@@ -40,5 +40,5 @@ def language_of_request(request) -> str:  # noqa: ANN001 - a Django or DRF reque
 
 def language_of_scope(headers: dict[str, str], query: dict[str, list[str]]) -> str:
     """The same for an ASGI scope (WebSockets, /mcp), from its decoded headers and query."""
-    explicit = headers.get("x-cocoon-lang") or (query.get("lang") or [None])[0]
+    explicit = headers.get("x-cocoon-lang") or next(iter(query.get("lang", ())), None)
     return resolve_language(explicit, headers.get("accept-language"))

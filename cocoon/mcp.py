@@ -10,7 +10,7 @@ flight is cancelled, and answered 401, when its token is revoked meanwhile (toke
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, MutableMapping
 from typing import Any
 
 import mcp_types as types
@@ -128,7 +128,7 @@ class McpApp:
         manager = await self._started()
         response_started = False
 
-        async def tracked_send(message: dict) -> None:
+        async def tracked_send(message: MutableMapping[str, Any]) -> None:
             nonlocal response_started
             response_started = response_started or message["type"] == "http.response.start"
             await send(message)

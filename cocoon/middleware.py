@@ -54,7 +54,7 @@ def forwarded_client(chain: str, peer: str) -> str:
     return client
 
 
-def resolve_forwarding(scope: dict) -> dict:
+def resolve_forwarding(scope: dict[str, Any]) -> dict[str, Any]:
     """scope with the client and scheme the trusted proxy reports, and no forwarding headers left."""
     forwarded: dict[bytes, list[str]] = {}
     headers = []
@@ -79,7 +79,7 @@ def resolve_forwarding(scope: dict) -> dict:
     return resolved
 
 
-def host_allowed(scope: dict) -> bool:
+def host_allowed(scope: dict[str, Any]) -> bool:
     host = next((value for name, value in scope["headers"] if name.lower() == b"host"), None)
     if host is None:
         # Browsers always send Host, and only a browser can be led here by DNS rebinding; what lacks it
@@ -89,11 +89,13 @@ def host_allowed(scope: dict) -> bool:
     return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
 
 
-def client_address(scope: dict) -> str:
+def client_address(scope: dict[str, Any]) -> str:
     return scope["client"][0] if scope.get("client") else ""
 
 
-async def send_error(scope: dict, receive: Any, send: Any, error: CocoonError, language: str) -> None:
+async def send_error(
+    scope: dict[str, Any], receive: Any, send: Any, error: CocoonError, language: str
+) -> None:
     """Answer an ASGI request with an error: JSON over HTTP, a frame and a close over a WebSocket."""
     with translation.override(language):
         body = {"error": error.render()}
@@ -110,14 +112,15 @@ async def send_error(scope: dict, receive: Any, send: Any, error: CocoonError, l
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
-def decode_scope(scope: dict) -> tuple[dict[str, str], dict[str, list[str]]]:
+def decode_scope(scope: dict[str, Any]) -> tuple[dict[str, str], dict[str, list[str]]]:
     """An ASGI scope's headers (by lower-case name) and query, as text."""
     headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
     return headers, parse_qs(scope.get("query_string", b"").decode("latin-1"))
 
 
-async def scope_language(scope: dict) -> str:
-    return await database_sync_to_async(language_of_scope)(*decode_scope(scope))
+async def scope_language(scope: dict[str, Any]) -> str:
+    language: str = await database_sync_to_async(language_of_scope)(*decode_scope(scope))
+    return language
 
 
 class ForwardedMiddleware:
@@ -126,7 +129,7 @@ class ForwardedMiddleware:
     def __init__(self, app: Any) -> None:
         self.app = app
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> Any:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
         scope = resolve_forwarding(scope)

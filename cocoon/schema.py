@@ -3,6 +3,7 @@
 import re
 from typing import Any
 
+from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
@@ -78,7 +79,7 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
     if kind == "anyOf" and all(set(choice) == {"required"} for choice in value):
         # Alternative parameter sets (schedule.preview: cron, or a saved scheduleId).
         names = [name for choice in value for name in choice["required"]]
-        message = interpolate_lazy(
+        message: str | Promise = interpolate_lazy(
             _("One of these fields is required: %(names)s."), {"names": ", ".join(names)}
         )
         # Shown at the first alternative, where a form would ask for it.
@@ -91,8 +92,8 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
         ]
         return [field(_join([*path, key]), _("Unknown field."), "unknown_field") for key in extra]
     if kind == "type":
-        names = value if isinstance(value, str) else " | ".join(value)
-        message = interpolate_lazy(_("Must be of type %(type)s."), {"type": names})
+        types = value if isinstance(value, str) else " | ".join(value)
+        message = interpolate_lazy(_("Must be of type %(type)s."), {"type": types})
     elif kind == "enum":
         choices = ", ".join(str(choice) for choice in value)
         message = interpolate_lazy(_("Must be one of: %(choices)s."), {"choices": choices})

@@ -56,7 +56,7 @@ if COCOON_URL and (PUBLIC_URL.scheme not in ("http", "https") or not PUBLIC_URL.
 BIND_HOST = parse_bind(COCOON_BIND)[0]
 # Any other Host is refused (400): a DNS-rebinding page reaches us under its own name. Loopback names
 # are for cocoond's own clients (CLI, tests); a wildcard bind is no name anyone browses to.
-ALLOWED_HOSTS = [PUBLIC_URL.hostname] if COCOON_URL else []
+ALLOWED_HOSTS = [PUBLIC_URL.hostname] if PUBLIC_URL.hostname else []
 ALLOWED_HOSTS += ["localhost", "127.0.0.1", "[::1]", *env_list("COCOON_ALLOWED_HOSTS")]
 if BIND_HOST not in {"0.0.0.0", "::"}:  # noqa: S104 - a comparison, not a bind
     ALLOWED_HOSTS.append(f"[{BIND_HOST}]" if ":" in BIND_HOST else BIND_HOST)

@@ -2,7 +2,7 @@
 
 import json
 import logging
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import cocoon
+from cocoon.actors import Actor
 from cocoon.errors import CocoonError, ErrorCode, RpcError, unexpected_error
 from cocoon.i18n import language_of_request
 from cocoon.openapi import openapi_document
@@ -77,7 +78,9 @@ class RpcView(APIView):
         except RequestDataTooBig:
             raise RpcError(ErrorCode.INVALID_REQUEST, _("The request body is too large.")) from None
         params = parse_params(body)
-        result = registry.dispatch(method, params, request.user, lambda: language_of_request(request))
+        # TokenAuthentication's user is an Actor, and IsAuthenticated lets no request through without one.
+        actor = cast(Actor, request.user)
+        result = registry.dispatch(method, params, actor, lambda: language_of_request(request))
         return Response({"result": result})
 
 

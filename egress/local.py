@@ -24,7 +24,7 @@ from sandboxes.drivers.base import DriverError
 SCRIPT = Path(settings.BASE_DIR) / "images" / "egress-proxy" / "proxy.py"
 
 _lock = threading.Lock()
-_process: subprocess.Popen | None = None
+_process: subprocess.Popen[bytes] | None = None
 
 
 def _state_file() -> Path:
@@ -52,7 +52,8 @@ def local_proxy_running() -> bool:
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind((LOOPBACK, 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def ensure_local_proxy() -> dict[str, int]:

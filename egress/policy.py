@@ -47,8 +47,8 @@ def build() -> dict[str, Any]:
     sandboxes: dict[str, Any] = {}
     tokens: dict[str, Any] = {}
     grants: dict[str, list[str]] = {}
-    for sandbox_id, provider in ProviderGrant.objects.values_list("sandbox_id", "provider"):
-        grants.setdefault(sandbox_id, []).append(provider)
+    for sandbox_id, provider_id in ProviderGrant.objects.values_list("sandbox_id", "provider"):
+        grants.setdefault(sandbox_id, []).append(provider_id)
     # Open sandboxes too: they reach the credential routes on their own network.
     running = Sandbox.objects.exclude(network=NetworkMode.NONE).exclude(state=SandboxState.MISSING)
     for sandbox in running.only("id", "ips", "proxy_token"):

@@ -177,14 +177,15 @@ def collect_denied() -> int:
         except ValueError:
             logger.warning("skipping a malformed denied entry")
     taken.unlink()
-    changed, hosts, counted = {}, {}, 0
+    hosts: dict[str, set[str]] = {}
+    changed, counted = {}, 0
     with transaction.atomic():
         for entry in entries:
             try:
                 at = datetime.fromtimestamp(float(entry.get("at", 0)), tz=UTC)
                 first = datetime.fromtimestamp(float(entry.get("first", entry.get("at", 0))), tz=UTC)
                 count = max(1, int(entry.get("count") or 1))
-                key = {
+                key: dict[str, Any] = {
                     "sandbox_id": str(entry.get("sandboxId") or ""),
                     "host": str(entry.get("host", ""))[:300],
                     "port": int(entry.get("port") or 0),
@@ -233,7 +234,7 @@ def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> list[str
 
         get_sandbox(sandbox_id)
         hosts = document["sandboxAllow"].get(sandbox_id, [])
-        patch = {"egress": {"sandboxAllow": {sandbox_id: sorted({*hosts, host})}}}
+        patch: dict[str, Any] = {"egress": {"sandboxAllow": {sandbox_id: sorted({*hosts, host})}}}
         key, params = "egress.allowed_for_sandbox", {"host": host, "sandbox": sandbox_id}
     else:
         patch = (

@@ -16,7 +16,8 @@ TIMEOUT_S = 30
 
 def base_url() -> str:
     """The configured GitHub host, as repository URLs start (settings.git.githubUrl)."""
-    return config.get_settings()["git"]["githubUrl"].rstrip("/")
+    url: str = config.get_settings()["git"]["githubUrl"]
+    return url.rstrip("/")
 
 
 def repository(url: str) -> tuple[str, str] | None:
@@ -57,4 +58,5 @@ def create_pull_request(owner: str, name: str, title: str, body: str, base: str,
             _("GitHub refused the pull request."),
             details={"status": response.status_code, "github": message[:500]},
         )
-    return response.json()
+    pull_request: dict[str, Any] = response.json()
+    return pull_request

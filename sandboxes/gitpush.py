@@ -85,11 +85,11 @@ def _complaint(stderr: bytes) -> str:
     return "\n".join(errors)[:500]
 
 
-def _unverified(result: ExecResult | subprocess.CompletedProcess) -> Conflict:
+def _unverified(result: ExecResult | subprocess.CompletedProcess[bytes]) -> Conflict:
     return Conflict(UNVERIFIED, details={"git": _complaint(result.stderr)})
 
 
-def _push_refused(result: subprocess.CompletedProcess) -> Conflict:
+def _push_refused(result: subprocess.CompletedProcess[bytes]) -> Conflict:
     return Conflict(_("The push was refused."), details={"git": _complaint(result.stderr)})
 
 
@@ -170,7 +170,7 @@ class HostRepository:
 
     def git(
         self, *args: str, allow: str = "", env: dict[str, str] | None = None, git_dir: bool = True
-    ) -> subprocess.CompletedProcess:
+    ) -> subprocess.CompletedProcess[bytes]:
         config = CONFIG | ({f"protocol.{allow}.allow": "always"} if allow else {})
         command = [
             *LIMITS,

@@ -15,7 +15,9 @@ _END = object()
 async def _stream(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
     """Pull the engine's synchronous stream one chunk at a time in a thread: handing Django a sync
     iterator under ASGI would make it read the whole archive into memory first."""
-    while (chunk := await sync_to_async(next, thread_sensitive=False)(chunks, _END)) is not _END:
+    # The stub's ParamSpec keeps only next()'s first overload, the one without a default.
+    next_chunk = sync_to_async(next, thread_sensitive=False)
+    while (chunk := await next_chunk(chunks, _END)) is not _END:  # type: ignore[call-arg]
         yield chunk
 
 

@@ -31,7 +31,7 @@ def send_to_runner(task_id: str, stale_after_s: float = STALE_AFTER_S) -> None:
 def _waits_for_its_schedule(task: Task) -> bool:
     """overlap: queue: a run starts only when no other run of its schedule is running."""
     return bool(
-        task.schedule_id
+        task.schedule is not None
         and task.schedule.overlap == Overlap.QUEUE
         and Task.objects.filter(schedule_id=task.schedule_id, status=TaskStatus.RUNNING)
         .exclude(pk=task.pk)

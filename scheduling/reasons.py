@@ -46,4 +46,5 @@ def render_closing_reason(reason: dict[str, Any] | None, language: str) -> str |
     if reason["key"] == "error":
         params = params | {"message": params["messages"].get(language) or params["messages"]["en"]}
     with translation.override(language):
-        return str(CLOSING_REASONS[reason["key"]]) % params
+        text: str = str(CLOSING_REASONS[reason["key"]]) % params
+    return text

@@ -235,7 +235,7 @@ class Run:
             self._save()  # heartbeat; raises Abandoned after a cancel
             self._require_sandbox()
             blocked = state["status"] == StepStatus.BLOCKED
-            until = [AgentStatus.DONE, AgentStatus.EXITED]
+            until: list[str] = [AgentStatus.DONE, AgentStatus.EXITED]
             until += [AgentStatus.WORKING, AgentStatus.IDLE] if blocked else [AgentStatus.BLOCKED]
             agent = poller.wait_for(agent_id, until, min(remaining, HEARTBEAT_S))
             if agent.status not in until:  # not yet: the heartbeat, then wait again

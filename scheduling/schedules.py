@@ -161,6 +161,7 @@ def _fire(schedule_id: str, now: datetime, *, catching_up: bool) -> Task | None:
         )
         if schedule is None:
             return None
+        assert schedule.next_run_at is not None  # it matched next_run_at__lte
         missed, scheduled_for, next_run = 0, schedule.next_run_at, None
         for instant in chain(
             [schedule.next_run_at], cron.instants(schedule.cron, schedule.timezone, schedule.next_run_at)

@@ -24,7 +24,7 @@ from cocoon.middleware import ForwardedMiddleware  # noqa: E402
 mcp_application = McpApp()
 
 
-async def http_application(scope: dict, receive: Any, send: Any) -> None:
+async def http_application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """/mcp goes to the MCP SDK, everything else to Django."""
     if scope["path"].rstrip("/") == "/mcp":
         await mcp_application(scope, receive, send)
@@ -50,6 +50,6 @@ router = ProtocolTypeRouter(
 served = ForwardedMiddleware(router)
 
 
-async def application(scope: dict, receive: Any, send: Any) -> None:
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     events.bind_server_loop(asyncio.get_running_loop())
     await served(scope, receive, send)

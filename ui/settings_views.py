@@ -15,7 +15,7 @@ from cocoon.errors import CocoonError
 from cocoon.i18n import LANGUAGES
 from egress.providers import save_provider
 from ui import web
-from ui.web import call, done, page, show
+from ui.web import actor_of, call, done, page, show
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def providers(request: HttpRequest) -> HttpResponse:
 @require_POST
 def provider_save(request: HttpRequest) -> HttpResponse:
     name = request.POST.get("name", "").strip()
-    save_provider(name, _provider_from(request.POST), actor=request.actor)
+    save_provider(name, _provider_from(request.POST), actor=actor_of(request))
     return done(request, reverse("ui:providers"), _("Provider %(name)s saved.") % {"name": name})
 
 

@@ -21,7 +21,12 @@ from ui.web import call, done, form_number, method_of, page, profiles, show
 
 TASK_ACTIONS = {"cancel": "task.cancel", "approve": "task.approve", "reject": "task.reject"}
 SCHEDULE_ACTIONS = {"run": "schedule.run", "delete": "schedule.delete"}
-SCHEDULE_DEFAULTS = {"timezone": "UTC", "overlap": Overlap.SKIP, "keepRuns": 10, "enabled": True}
+SCHEDULE_DEFAULTS: dict[str, Any] = {
+    "timezone": "UTC",
+    "overlap": Overlap.SKIP,
+    "keepRuns": 10,
+    "enabled": True,
+}
 
 
 # -- the task form (a task.create body) ---------------------------------------------------------------

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import translation
+from django.utils.functional import Promise
 from django.utils.http import content_disposition_header
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
@@ -24,7 +25,7 @@ from cocoon.setup import CHECKS
 from cocoon.throttle import guarded, refuse_if_locked_out
 from sandboxes.choices import Capability, NetworkMode
 from ui.diff import diff_context
-from ui.web import back, call, done, form_number, method_of, page, profiles, show, ui_language
+from ui.web import actor_of, back, call, done, form_number, method_of, page, profiles, show, ui_language
 
 # -- login ---------------------------------------------------------------------------------------------
 
@@ -51,7 +52,8 @@ def _log_in(request: HttpRequest) -> Actor | None:
 def login(request: HttpRequest) -> HttpResponse:
     """Log in with a token, or with a Django user's name and password."""
     with translation.override(ui_language(request)):
-        error, status, headers = "", 200, {}
+        error: str | Promise = ""
+        status, headers = 200, {}
         if request.method == "POST":
             try:
                 if _log_in(request) is not None:
@@ -110,7 +112,7 @@ def _create_options(request: HttpRequest) -> dict[str, Any]:
     info = call(request, "system.info")
     capabilities = set(info["capabilities"])
     images = []
-    if Capability.IMAGES in capabilities and request.actor.is_admin:
+    if Capability.IMAGES in capabilities and actor_of(request).is_admin:
         images = call(request, "image.status")
     return {
         "info": info,
@@ -119,7 +121,7 @@ def _create_options(request: HttpRequest) -> dict[str, Any]:
         "has_images": Capability.IMAGES in capabilities,
         "has_limits": Capability.RESOURCE_LIMITS in capabilities,
         "egress_enforced": Capability.EGRESS_ENFORCED in capabilities,
-        "defaults": call(request, "settings.get")["sandbox"] if request.actor.is_admin else None,
+        "defaults": call(request, "settings.get")["sandbox"] if actor_of(request).is_admin else None,
     }
 
 
@@ -252,7 +254,7 @@ def git_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpRespon
 def _spawn_options(request: HttpRequest) -> dict[str, Any]:
     """The spawn form: profiles, and (for admins, who may list them) the providers with a secret."""
     providers = []
-    if request.actor.is_admin:
+    if actor_of(request).is_admin:
         providers = [provider["id"] for provider in call(request, "providers.list") if provider["secretSet"]]
     return {"profiles": [profile["name"] for profile in profiles(request)], "providers": providers}
 
@@ -299,7 +301,7 @@ AGENT_ACTIONS = {"input": "agent.send_input", "keys": "agent.send_keys", "kill":
 @page()
 @require_POST
 def agent_action(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
-    params = {
+    params: dict[str, dict[str, Any]] = {
         "input": {"text": request.POST.get("text", "")},
         "keys": {"keys": request.POST.getlist("key")},
         "kill": {},

@@ -3,7 +3,7 @@ error pages. Views call the same registry as the API, so authorization and valid
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -14,6 +14,7 @@ from django.utils import translation
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 
+from cocoon.actors import Actor
 from cocoon.auth import session_actor
 from cocoon.errors import CocoonError, ErrorCode, Forbidden, NotFound, Unauthorized
 from cocoon.i18n import language_of_request, supported
@@ -28,9 +29,21 @@ def ui_language(request: HttpRequest) -> str:
     return supported(request.COOKIES.get(LANGUAGE_COOKIE)) or language_of_request(request)
 
 
+class ActorRequest(HttpRequest):
+    """A request as page() hands it to its view, with the browser's actor on it (for the type checker:
+    Django's own request object carries the attribute)."""
+
+    actor: Actor
+
+
+def actor_of(request: HttpRequest) -> Actor:
+    """The browser's actor, which page() put on the request."""
+    return cast(ActorRequest, request).actor
+
+
 def call(request: HttpRequest, method: str, **params: Any) -> Any:
     """One method call as the browser's actor, in the page's language."""
-    return registry.dispatch(method, params, request.actor, translation.get_language())
+    return registry.dispatch(method, params, actor_of(request), translation.get_language())
 
 
 def profiles(request: HttpRequest) -> list[dict[str, Any]]:
@@ -82,14 +95,15 @@ def page(*, admin: bool = False) -> Callable:
             language = ui_language(request)
             with translation.override(language):
                 request.LANGUAGE_CODE = language
-                request.actor = session_actor(request.session)
-                if request.actor is None:
+                actor = session_actor(request.session)
+                if actor is None:
                     if wants_json(request):
                         return JsonResponse({"error": Unauthorized().render()}, status=401)
                     query = urlencode({"next": request.get_full_path()})
                     return redirect(f"{reverse('ui:login')}?{query}")
-                if admin and not request.actor.is_admin:
+                if admin and not actor.is_admin:
                     return error_page(request, Forbidden(_("This page needs an admin.")))
+                cast(ActorRequest, request).actor = actor
                 try:
                     return view(request, *args, **kwargs)
                 except CocoonError as error:
@@ -135,7 +149,7 @@ def show(
     """Render a page with what the layout needs: the sidebar, blocked agents, the language switch."""
     blocked = [agent["id"] for agent in call(request, "agent.list", status=["blocked"])]
     layout = {
-        "actor": request.actor,
+        "actor": actor_of(request),
         "blocked_agents": blocked,
         "js_strings": js_strings(),
     }

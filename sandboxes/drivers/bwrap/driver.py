@@ -91,11 +91,12 @@ class BwrapDriver(SandboxDriver):
 
     def _environment(self, sandbox_id: str, extra: dict[str, str] | None) -> dict[str, str]:
         spec = json.loads((self.folder(sandbox_id) / "spec.json").read_text())
-        return BASE_ENV | spec.get("env", {}) | (extra or {})
+        env: dict[str, str] = spec.get("env", {})
+        return BASE_ENV | env | (extra or {})
 
     def popen(
         self, sandbox_id: str, command: list[str], env: dict[str, str], workdir: str, **kwargs: Any
-    ) -> subprocess.Popen:
+    ) -> subprocess.Popen[bytes]:
         """command entered into the sandbox (see _enter), with the sandbox's environment and env."""
         # Supplementary groups are dropped before entering (root's would otherwise ride along, and a
         # user namespace may refuse setgroups once inside).

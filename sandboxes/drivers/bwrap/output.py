@@ -11,7 +11,7 @@ from sandboxes.drivers.base import MAX_EXEC_OUTPUT
 
 
 def bounded_communicate(
-    process: subprocess.Popen, stdin: bytes | None, timeout: float
+    process: subprocess.Popen[bytes], stdin: bytes | None, timeout: float
 ) -> tuple[bytes, bytes, bool, bool]:
     """stdout and stderr of a process in a sandbox, each cut at MAX_EXEC_OUTPUT (the rest is read and
     dropped), whether anything was cut, and whether it ended before the deadline (else it is killed)."""

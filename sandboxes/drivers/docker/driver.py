@@ -231,6 +231,7 @@ class DockerDriver(DockerNetworks, DockerImages, DockerExec):
 
     def get_archive(self, sandbox_id: str, path: str) -> Iterator[bytes]:
         try:
+            stream: Iterator[bytes]
             stream, _stat = self._container(sandbox_id).get_archive(path)
         except APIError as error:
             raise driver_error(error) from error

@@ -27,7 +27,8 @@ def _stream_reader(sock: Any) -> io.BufferedReader:
     command's whole output was lost that way (docker/docker-py#3332). The SDK keeps the response on the
     socket it returns and finds the socket under this same reader (`response.raw._fp.fp.raw`).
     """
-    return sock._response.raw._fp.fp
+    reader: io.BufferedReader = sock._response.raw._fp.fp
+    return reader
 
 
 def _frames(reader: io.BufferedReader) -> Iterator[tuple[int, bytes]]:

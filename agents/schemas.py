@@ -1,6 +1,5 @@
 """The wire shapes of agents and profiles: their JSON Schemas and the dicts that match them, side by side."""
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.utils import translation
@@ -20,6 +19,7 @@ from cocoon.schema import (
     nullable,
     obj,
     string,
+    timestamp,
 )
 
 if TYPE_CHECKING:  # services publish agents in this shape: this module cannot import them at run time
@@ -77,10 +77,6 @@ PROFILE = obj({"name": STRING, **PROFILE_FIELDS, "builtin": BOOLEAN})
 PROFILE_BY_NAME = obj({"name": PROFILE_NAME}, required=("name",))
 
 
-def _time(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
-
-
 def serialize_agent(agent: Agent) -> dict[str, Any]:
     return {
         "id": agent.id,
@@ -99,7 +95,7 @@ def serialize_screen(screen: "Screen") -> dict[str, Any]:
     """A live screen has no capturedAt; scrollback is there only when it was asked for."""
     result: dict[str, Any] = {"screen": screen.screen, "lastKnown": screen.last_known}
     if screen.last_known:
-        result["capturedAt"] = _time(screen.captured_at)
+        result["capturedAt"] = timestamp(screen.captured_at)
     if screen.scrollback is not None:
         result["scrollback"] = screen.scrollback
     return result
@@ -120,7 +116,7 @@ def serialize_explanation(explanation: "Explanation", language: str) -> dict[str
         "question": explanation.agent.screen_question,
         "foreground": explanation.agent.foreground,
         "startUpGraceS": explanation.start_up_grace_s,
-        "lastInputAt": _time(explanation.agent.last_input_at),
+        "lastInputAt": timestamp(explanation.agent.last_input_at),
     }
 
 

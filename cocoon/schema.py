@@ -1,6 +1,7 @@
 """JSON Schema helpers for method declarations, and validation with translated field errors."""
 
 import re
+from datetime import datetime
 from typing import Any
 
 from django.utils.functional import Promise
@@ -16,6 +17,13 @@ STRING: Schema = {"type": "string"}
 BOOLEAN: Schema = {"type": "boolean"}
 INTEGER: Schema = {"type": "integer"}
 TIMESTAMP: Schema = {"type": "string", "format": "date-time"}
+
+
+def timestamp(value: datetime | None) -> str | None:
+    """A TIMESTAMP on the wire, or None for a time that has not come (a nullable(TIMESTAMP))."""
+    return value.isoformat() if value else None
+
+
 EMPTY: Schema = {"type": "object", "additionalProperties": False}
 # Environment variables: {NAME: value}.
 ENV: Schema = {

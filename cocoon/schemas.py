@@ -8,7 +8,18 @@ from django.utils import translation
 
 from cocoon.choices import TokenScope
 from cocoon.models import ActivityEntry, ApiToken, Secret
-from cocoon.schema import ANY_OBJECT, BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, nullable, obj
+from cocoon.schema import (
+    ANY_OBJECT,
+    BOOLEAN,
+    INTEGER,
+    STRING,
+    TIMESTAMP,
+    array,
+    enum,
+    nullable,
+    obj,
+    timestamp,
+)
 
 if TYPE_CHECKING:
     from cocoon.setup import CheckResult
@@ -63,7 +74,7 @@ def serialize_token(token: ApiToken) -> dict[str, Any]:
         "name": token.name,
         "scope": token.scope,
         "createdAt": token.created_at.isoformat(),
-        "lastUsedAt": token.last_used_at.isoformat() if token.last_used_at else None,
+        "lastUsedAt": timestamp(token.last_used_at),
     }
 
 

@@ -14,6 +14,7 @@ from cocoon.schema import (
     nullable,
     obj,
     string,
+    timestamp,
 )
 from sandboxes.schemas import SANDBOX_CREATE, SANDBOX_ID
 from scheduling.choices import Overlap, StepStatus, TaskStatus
@@ -122,12 +123,12 @@ def serialize_task(task: Task, language: str, *, patch: bool = True) -> dict[str
         "report": task.report,
         "diff": diff,
         "scheduleId": task.schedule_id,
-        "scheduledFor": task.scheduled_for.isoformat() if task.scheduled_for else None,
+        "scheduledFor": timestamp(task.scheduled_for),
         "createdBy": task.created_by,
         "attempts": task.attempts,
         "createdAt": task.created_at.isoformat(),
-        "startedAt": task.started_at.isoformat() if task.started_at else None,
-        "finishedAt": task.finished_at.isoformat() if task.finished_at else None,
+        "startedAt": timestamp(task.started_at),
+        "finishedAt": timestamp(task.finished_at),
         "updatedAt": task.updated_at.isoformat(),
     }
 
@@ -142,8 +143,8 @@ def serialize_schedule(schedule: Schedule) -> dict[str, Any]:
         "overlap": schedule.overlap,
         "keepRuns": schedule.keep_runs,
         "enabled": schedule.enabled,
-        "nextRunAt": schedule.next_run_at.isoformat() if schedule.next_run_at else None,
-        "lastRunAt": schedule.last_run_at.isoformat() if schedule.last_run_at else None,
+        "nextRunAt": timestamp(schedule.next_run_at),
+        "lastRunAt": timestamp(schedule.last_run_at),
         "skippedRuns": schedule.skipped_runs,
         "createdAt": schedule.created_at.isoformat(),
         "updatedAt": schedule.updated_at.isoformat(),

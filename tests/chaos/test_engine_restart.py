@@ -23,6 +23,9 @@ from tests.conftest import wait_until
 pytestmark = pytest.mark.e2e
 
 
+BRIDGE, BRIDGE_ADDRESS = "cc-chaos0", "10.212.0.1/24"
+
+
 class PrivateDockerd:
     """A dockerd on a socket of its own, restartable with or without live-restore."""
 
@@ -32,14 +35,18 @@ class PrivateDockerd:
         self.process: subprocess.Popen | None = None
 
     def start(self, live_restore: bool) -> docker.DockerClient:
+        if not _link_exists(BRIDGE):
+            subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=True)
+            subprocess.run(["ip", "addr", "add", BRIDGE_ADDRESS, "dev", BRIDGE], check=True)
         config = {
             "live-restore": live_restore,
             "data-root": str(self.root / "data"),
             "exec-root": str(self.root / "exec"),
             "pidfile": str(self.root / "dockerd.pid"),
             "hosts": [self.socket],
-            # No default bridge and no iptables rules: the machine's engine owns those.
-            "bridge": "none",
+            # A default bridge of its own and no iptables rules: the machine's engine owns docker0 and
+            # the rules ("bridge": "none" would make this engine delete docker0 from the host).
+            "bridge": BRIDGE,
             "iptables": False,
             "ip6tables": False,
             "containerd-namespace": "cocoon-chaos",
@@ -71,6 +78,7 @@ class PrivateDockerd:
 def engine(docker_client, sandbox_image) -> Iterator[PrivateDockerd]:
     root = Path(tempfile.mkdtemp(prefix="cocoon-chaos-dockerd-", dir="/var/tmp"))
     engine = PrivateDockerd(root)
+    had_docker0 = _link_exists("docker0")
     try:
         client = engine.start(live_restore=True)
         # The sandbox image, from the machine's engine (no registry here).
@@ -85,6 +93,13 @@ def engine(docker_client, sandbox_image) -> Iterator[PrivateDockerd]:
         # dockerd leaves its data root mounted on itself.
         subprocess.run(["umount", "--recursive", "--lazy", str(root / "data")], capture_output=True)
         shutil.rmtree(root)
+        subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+    # The machine's engine builds images on docker0: a private engine must leave it alone.
+    assert _link_exists("docker0") or not had_docker0
+
+
+def _link_exists(name: str) -> bool:
+    return subprocess.run(["ip", "link", "show", name], capture_output=True).returncode == 0
 
 
 def restart(engine: PrivateDockerd, live_restore: bool) -> docker.DockerClient:

@@ -44,8 +44,10 @@ for pair in "$@"; do
   id=${{pair%%=*}}; known=${{pair#*=}}
   hook=$(small "/opt/cocoon/status/$id"); code=$(small "/opt/cocoon/status/$id.exit")
   alive=0; command=; screen=; text=; above=
-  if pane=$({TMUX_LINE} display-message -p -t "=$id:" '#{{pane_dead}} #{{pane_current_command}}' \\
-      2>/dev/null); then
+  # display-message answers 0 with an empty format when the session is gone but the server runs on
+  # (other sessions, the watch session): only a pane_dead of 0 or 1 means the session is there.
+  pane=$({TMUX_LINE} display-message -p -t "=$id:" '#{{pane_dead}} #{{pane_current_command}}' 2>/dev/null)
+  if case "$pane" in [01]" "*) true ;; *) false ;; esac; then
     [ "${{pane%% *}}" = 1 ] || alive=1
     command=$(printf '%s' "${{pane#* }}" | head -c 100 | clean)
     screen=$({TMUX_LINE} capture-pane -p -t "=$id:" | md5sum | cut -c1-32)

@@ -63,6 +63,19 @@ def test_a_killed_agent_keeps_the_screen_it_had(cocoond, sandbox):
     assert f"\n{marker}" in read["screen"]
 
 
+def test_an_agent_whose_session_is_closed_from_inside_ends_while_the_others_run_on(cocoond, sandbox):
+    # The tmux server runs on for the other agent, and there display-message answers a missing session
+    # with success and an empty format: the poll once took that for a live agent, forever.
+    gone, staying = spawn(cocoond, sandbox, "echo one"), spawn(cocoond, sandbox, "echo two")
+    for agent in (gone, staying):
+        cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["idle"], "timeoutS": 30})
+    command = ["tmux", "-L", "cocoon", "kill-session", "-t", f"={gone['id']}"]
+    assert cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": command})["exitCode"] == 0
+    row = ended(cocoond, gone)
+    assert (row["exitReason"], row["exitCode"]) == ("session_vanished", None)
+    assert agent_row(cocoond, staying)["status"] == "idle"
+
+
 def test_agents_end_with_their_sandbox_and_stay_readable_while_it_is_stopped(cocoond, sandbox):
     marker = f"stopped-{secrets.token_hex(4)}"
     agent = spawn(cocoond, sandbox, f"echo {marker}")

@@ -1,6 +1,6 @@
-"""What runs inside a sandbox for its agents: their tmux sessions (`tmux -L cocoon`), the start wrapper
-and the poll script. Everything these print is the sandbox's, so hostile: the host parses it strictly
-(agents.poller)."""
+"""What runs inside a sandbox for its agents: their tmux sessions (`tmux -L cocoon`), the start wrapper,
+the poll script and the watcher's control-mode stream. Everything these print is the sandbox's, so
+hostile: the host parses it strictly (agents.poller, agents.watch)."""
 
 import shlex
 
@@ -25,6 +25,7 @@ env_file="$HOME/.cocoon/env/$id"
 if [ -f "$env_file" ]; then . "$env_file"; rm -f "$env_file"; fi
 if [ -n "${COCOON_PROMPT_STDIN:-}" ]; then printf '%s\\n' "$COCOON_PROMPT_STDIN" | "$@"; else "$@"; fi
 echo $? > "/opt/cocoon/status/$id.exit"
+echo "$id" >> /opt/cocoon/status/.events
 """
 # The sandbox's boot: its PID 1's start time (field 22 of /proc/1/stat; the name before it may hold
 # spaces). A session started before another boot was ended by a restart, not by its agent.
@@ -55,17 +56,42 @@ for pair in "$@"; do
       text=$(text {TMUX_LINE} capture-pane -p -t "=$id:")
       above=$(text {TMUX_LINE} capture-pane -p -t "=$id:" -S -{SCROLLBACK_LINES} -E -1)
     fi
-    [ "$alive" = 1 ] || {TMUX_LINE} kill-session -t "=$id" 2>/dev/null
+    [ "$alive" = 1 ] ||
+      {{ {TMUX_LINE} kill-window -t "=$id:"; {TMUX_LINE} kill-session -t "=$id"; }} 2>/dev/null
   fi
   printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' \\
     "$id" "$alive" "$code" "$hook" "$command" "$screen" "$text" "$above"
 done
 """
 POLL_FIELDS = 8
+# The watcher's stream (agents.watch): tmux's control mode, attached to a session of its own whose one
+# pane follows the events file (cocoon-status and the wrapper append an agent id to it), with every
+# agent's window linked in, so that the output of any agent and every hook report arrive as %output
+# the moment they happen. ignore-size: the watcher never resizes an agent's window; pause-after: tmux
+# stops sending a pane the watcher is slow to read rather than buffering it.
+WATCH_SESSION = "cocoon-watch"
+EVENTS = "/opt/cocoon/status/.events"
+WATCH = f"""
+stty -echo -onlcr 2>/dev/null
+: >> {EVENTS}
+{TMUX_LINE} has-session -t ={WATCH_SESSION} 2>/dev/null ||
+  {TMUX_LINE} new-session -d -s {WATCH_SESSION} -x 80 -y 24 "exec tail -n0 -F {EVENTS}"
+exec {TMUX_LINE} -C attach -t ={WATCH_SESSION} -f ignore-size,pause-after=2
+"""
+# Sent on the watcher's stream: every window with the sessions it is linked into, marked so that the
+# watcher finds the lines in the answer; agent windows not yet linked into the watch session are linked.
+WINDOWS = "list-windows -a -F 'cocoon-window #{session_name} #{window_id} #{window_linked_sessions}'"
 # The sandbox's clock, then every session with when it was made (for agents.poller.sweep_sessions).
 SESSIONS = (
     f"date +%s; {TMUX_LINE} list-sessions -F '#{{session_name}} #{{session_created}}' 2>/dev/null; true"
 )
+
+
+def close_session(agent_id: str) -> list[str]:
+    """The command that closes an agent's session: its window first, which is also linked into the
+    watch session (killing the session alone would leave it there)."""
+    script = f'{{ {TMUX_LINE} kill-window -t "=$1:"; {TMUX_LINE} kill-session -t "=$1"; }} 2>/dev/null; true'
+    return ["sh", "-c", script, "close", agent_id]
 
 
 def run(sandbox_id: str, command: list[str], stdin: bytes | None = None) -> str:

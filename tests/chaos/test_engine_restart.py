@@ -45,13 +45,13 @@ class PrivateDockerd:
             "pidfile": str(self.root / "dockerd.pid"),
             "hosts": [self.socket],
             # A default bridge of its own and no iptables rules: the machine's engine owns docker0 and
-            # the rules ("bridge": "none" would make this engine delete docker0 from the host).
+            # the rules. dockerd deletes the host's docker0 when it has no bridge ("none"), and on a
+            # restart without live-restore when it has default-address-pools: so neither is set here.
             "bridge": BRIDGE,
             "iptables": False,
             "ip6tables": False,
             "containerd-namespace": "cocoon-chaos",
             "containerd-plugins-namespace": "cocoon-chaos-plugins",
-            "default-address-pools": [{"base": "10.211.0.0/16", "size": 24}],
         }
         (self.root / "daemon.json").write_text(json.dumps(config))
         log = (self.root / "dockerd.log").open("ab")

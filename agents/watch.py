@@ -35,6 +35,7 @@ SAFETY_S = 60  # a watched sandbox is still polled this often, should a sign hav
 RENEW_S = 10  # how often this process renews its watch leases (agents.pollclaims.WATCH_TTL_S)
 RETRY_S = 5  # a stream that ended by itself is opened again after this long (the tick covers it meanwhile)
 LINE_MAX = 64 * 1024  # longer lines (a pane's output) are skipped unread up to their end
+PANES_MAX = 1024  # panes paused at once; a sandbox with more has the rest sign without a pause
 POLL_PARALLEL = 8
 PANE = re.compile(rb"%[0-9]{1,9}")
 WINDOW = re.compile(rb"cocoon-window (ag_[a-z0-9]{1,36}) (@[0-9]{1,9}) ([0-9]{1,4})")
@@ -149,7 +150,7 @@ class SandboxWatch:
 
     def _pause(self, pane: bytes, already: bool) -> None:
         with self._lock:
-            if pane in self._paused:
+            if pane in self._paused or len(self._paused) >= PANES_MAX:
                 return
             self._paused.add(pane)
         if not already:
@@ -187,6 +188,7 @@ class Watcher:
             for sandbox_id in wanted - set(self._watches):
                 if claims.watch(sandbox_id):
                     self._start(sandbox_id)
+            self._last = {key: value for key, value in self._last.items() if key in wanted}
             here = {sandbox_id for sandbox_id, watch in self._watches.items() if watch.connected.is_set()}
         return here | {sandbox_id for sandbox_id in wanted - here if claims.watched_elsewhere(sandbox_id)}
 

@@ -164,3 +164,20 @@ def test_many_agents_in_one_sandbox_each_get_their_own_status(watched: Cocoond) 
         assert statuses == ["blocked", "done", "blocked", "done"]
     finally:
         call(watched, "sandbox.delete", sandboxId=sandbox["id"])
+
+
+def test_an_overlong_line_leaves_the_stream_working(watched: Cocoond) -> None:
+    sandbox = new_sandbox(watched)
+    try:
+        printer, reporter = spawn_idle(watched, sandbox), spawn_idle(watched, sandbox)
+        # 4 MB without a newline: tmux forwards it as long %output lines, which the watcher skips.
+        flood = "head -c 4000000 /dev/zero | tr '\\0' a"
+        call(watched, "agent.send_input", agentId=printer["id"], text=flood)
+        time.sleep(2)
+        for status in ["blocked", "done"]:
+            started = time.monotonic()
+            sandbox_exec(watched, sandbox, f"cocoon-status {status} {reporter['id']}")
+            assert until(watched, reporter, status)["status"] == status
+            assert time.monotonic() - started < 2
+    finally:
+        call(watched, "sandbox.delete", sandboxId=sandbox["id"])

@@ -16,15 +16,18 @@ from tests.conftest import Cocoond
 TICK_S = "60"
 
 
+def start_watched(folder: Any, **env: str) -> Cocoond:
+    instance = Cocoond(data=folder / "data", env={"COCOON_POLL_INTERVAL_S": TICK_S, **env}).start()
+    # A shell whose status hooks count, as Claude Code's and Codex's do: cocoon-status is its hook.
+    instance.call("profile.create", {"name": "hooked", "command": ["bash", "-l"], "hooks": True})
+    return instance
+
+
 @pytest.fixture(scope="module")
 def watched(
     tmp_path_factory: pytest.TempPathFactory, docker_client: Any, sandbox_image: str
 ) -> Iterator[Cocoond]:
-    instance = Cocoond(
-        data=tmp_path_factory.mktemp("watched") / "data", env={"COCOON_POLL_INTERVAL_S": TICK_S}
-    ).start()
-    # A shell whose status hooks count, as Claude Code's and Codex's do: cocoon-status is its hook.
-    instance.call("profile.create", {"name": "hooked", "command": ["bash", "-l"], "hooks": True})
+    instance = start_watched(tmp_path_factory.mktemp("watched"))
     yield instance
     instance.stop()
 
@@ -181,3 +184,24 @@ def test_an_overlong_line_leaves_the_stream_working(watched: Cocoond) -> None:
             assert time.monotonic() - started < 2
     finally:
         call(watched, "sandbox.delete", sandboxId=sandbox["id"])
+
+
+def test_a_bwrap_sandbox_is_watched_from_inside_its_namespaces(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    cocoond = start_watched(tmp_path_factory.mktemp("watched-bwrap"), COCOON_DRIVER="bwrap")
+    try:
+        sandbox = new_sandbox(cocoond)
+        agent = spawn_idle(cocoond, sandbox)
+        latencies = []
+        for status in ["blocked", "done", "blocked"]:
+            started = time.monotonic()
+            sandbox_exec(cocoond, sandbox, f"cocoon-status {status} {agent['id']}")
+            assert until(cocoond, agent, status)["status"] == status
+            latencies.append(time.monotonic() - started)
+        assert max(latencies) < 2, latencies
+        # The stream's tmux client runs inside the sandbox's namespaces (its ps shows it), not on the host.
+        assert "-C attach -t =cocoon-watch" in sandbox_exec(cocoond, sandbox, "ps -eo args")["stdout"]
+        call(cocoond, "sandbox.delete", sandboxId=sandbox["id"])
+    finally:
+        cocoond.stop()

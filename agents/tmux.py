@@ -25,7 +25,7 @@ env_file="$HOME/.cocoon/env/$id"
 if [ -f "$env_file" ]; then . "$env_file"; rm -f "$env_file"; fi
 if [ -n "${COCOON_PROMPT_STDIN:-}" ]; then printf '%s\\n' "$COCOON_PROMPT_STDIN" | "$@"; else "$@"; fi
 echo $? > "/opt/cocoon/status/$id.exit"
-echo "$id" >> /opt/cocoon/status/.events
+echo "$id" | dd of=/opt/cocoon/status/.events oflag=nonblock conv=nocreat status=none 2>/dev/null
 """
 # The sandbox's boot: its PID 1's start time (field 22 of /proc/1/stat; the name before it may hold
 # spaces). A session started before another boot was ended by a restart, not by its agent.
@@ -65,17 +65,19 @@ done
 """
 POLL_FIELDS = 8
 # The watcher's stream (agents.watch): tmux's control mode, attached to a session of its own whose one
-# pane follows the events file (cocoon-status and the wrapper append an agent id to it), with every
-# agent's window linked in, so that the output of any agent and every hook report arrive as %output
-# the moment they happen. ignore-size: the watcher never resizes an agent's window; pause-after: tmux
-# stops sending a pane the watcher is slow to read rather than buffering it.
+# pane reads the events FIFO (cocoon-status and the wrapper write an agent id to it, never blocking: no
+# reader, a full pipe or no FIFO just drop the line), with every agent's window linked in, so that the
+# output of any agent and every hook report arrive as %output the moment they happen. (A file followed
+# by `tail -F` was polled once a second: tail takes overlayfs for a remote file system.) ignore-size: the
+# watcher never resizes an agent's window; pause-after: tmux stops sending a pane the watcher is slow
+# to read rather than buffering it.
 WATCH_SESSION = "cocoon-watch"
 EVENTS = "/opt/cocoon/status/.events"
 WATCH = f"""
 stty -echo -onlcr 2>/dev/null
-: >> {EVENTS}
+[ -p {EVENTS} ] || {{ rm -f {EVENTS}; mkfifo -m 600 {EVENTS}; }}
 {TMUX_LINE} has-session -t ={WATCH_SESSION} 2>/dev/null ||
-  {TMUX_LINE} new-session -d -s {WATCH_SESSION} -x 80 -y 24 "exec tail -n0 -F {EVENTS}"
+  {TMUX_LINE} new-session -d -s {WATCH_SESSION} -x 80 -y 24 "exec cat <> {EVENTS}"
 exec {TMUX_LINE} -C attach -t ={WATCH_SESSION} -f ignore-size,pause-after=2
 """
 # Sent on the watcher's stream: every window with the sessions it is linked into, marked so that the

@@ -80,10 +80,12 @@ def run(sandbox_id: str, command: list[str], stdin: bytes | None = None) -> str:
 
 
 FILES_FOUND = 3  # START's exit code when it found files it was to create
+STDIN_END = "end"  # the last line of START's stdin
 # One exec starts an agent: the private env file, the files its CLI reads (with create_only only into a
 # home that has none of them: else it prints what each holds, base64 or "-", and starts nothing), its
 # session with remain-on-exit, then the sandbox's boot. Stdin holds the env file and then each file,
-# back to back; $6 lists each file's "size:path", $7 is the wrapper, the command follows. The files go
+# back to back, and a last line that says it all came (should cocoond die while it sends, nothing
+# starts); $6 lists each file's "size:path", $7 is the wrapper, the command follows. The files go
 # in under a temporary name and are renamed into place, so a CLI never reads half a file and a symlink
 # there is replaced, not followed. Sessions get the exec's umask, not the env file's.
 START = f"""
@@ -110,6 +112,7 @@ for spec in $files; do
   [ -d "${{file%/*}}" ] || mkdir -p "${{file%/*}}" || fail
   head -c "${{spec%%:*}}" > "$file.$id" || fail
 done
+IFS= read -r end && [ "$end" = {STDIN_END} ] || fail
 for spec in $files; do file="$HOME/${{spec#*:}}"; mv -fT "$file.$id" "$file" || fail; done
 umask "$mask"
 {TMUX_LINE} new-session -d -s "$id" -x "$cols" -y "$rows" sh -c "$wrapper" agent "$id" "$@" \\; \\
@@ -154,7 +157,10 @@ def start_session(
     script = ["sh", "-c", START, "start", agent_id, str(cols), str(rows), str(len(env_file)), flag, specs]
     try:
         result = get_driver().exec(
-            sandbox_id, [*script, WRAPPER, *command], stdin=b"".join([env_file, *contents]), timeout=30
+            sandbox_id,
+            [*script, WRAPPER, *command],
+            stdin=b"".join([env_file, *contents, f"{STDIN_END}\n".encode()]),
+            timeout=30,
         )
         if create_only and result.exit_code == FILES_FOUND:
             raise HomeFilesFound(_found(result, list(files)))

@@ -79,6 +79,13 @@ def test_a_start_that_fails_leaves_no_env_file_no_session_and_no_row(sandbox):
     assert not Agent.objects.exists()
 
 
+def test_a_start_whose_stdin_was_cut_short_starts_nothing(sandbox):
+    # What the engine does with a start whose cocoond died while sending: its stdin just ends.
+    script = ["sh", "-c", tmux.START, "start", "ag_cut", "80", "24", "100", "0", "", tmux.WRAPPER, "sh"]
+    assert get_driver().exec(sandbox.id, script, stdin=b"export A=1\n").exit_code == 1
+    assert shell(sandbox, f"ls -A ~/.cocoon/env; {tmux.TMUX_LINE} ls 2>&1 | grep ag_; true") == ""
+
+
 @pytest.fixture
 def answers(monkeypatch):
     """The answers a sandbox gives to the next execs (set by the test), and the commands it was sent."""

@@ -103,7 +103,12 @@ if [ "$create_only" = 1 ]; then
   done
 fi
 env_file="$HOME/.cocoon/env/$id" staged=
-fail() {{ rm -f "$env_file" $staged; {TMUX_LINE} kill-session -t "=$id" 2>/dev/null; exit 1; }}
+# The session's window first: one linked into another session outlives kill-session.
+fail() {{
+  rm -f "$env_file" $staged
+  {{ {TMUX_LINE} kill-window -t "=$id:"; {TMUX_LINE} kill-session -t "=$id"; }} 2>/dev/null
+  exit 1
+}}
 mask=$(umask); umask 077
 [ -d "$HOME/.cocoon/env" ] || mkdir -p "$HOME/.cocoon/env" || fail
 head -c "$env_size" > "$env_file" || fail
@@ -120,7 +125,10 @@ umask "$mask"
 {BOOT}
 """
 # What a start that failed on cocoond's side (a timeout, the engine) may have left: the env file, the session.
-UNDO_START = f'rm -f "$HOME/.cocoon/env/$1"; {TMUX_LINE} kill-session -t "=$1" 2>/dev/null; true'
+UNDO_START = (
+    f'rm -f "$HOME/.cocoon/env/$1"; '
+    f'{{ {TMUX_LINE} kill-window -t "=$1:"; {TMUX_LINE} kill-session -t "=$1"; }} 2>/dev/null; true'
+)
 BOOT_VALUE = re.compile(r"[0-9]{1,20}")  # what BOOT prints
 
 

@@ -3,11 +3,8 @@ dialogs, merged into what the agent user already has: the user's keys stay, coco
 replaced (so a respawn changes nothing), and a file cocoon cannot read is refused, never overwritten.
 """
 
-import base64
-import io
 import json
 import posixpath
-import tarfile
 import tomllib
 from typing import Any
 
@@ -17,36 +14,31 @@ from django.utils.translation import gettext_lazy as _
 from agents.models import AgentProfile
 from cocoon.config import deep_merge
 from cocoon.errors import Conflict
-from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import AGENT_UID, AGENT_USER, OPT_COCOON, DriverError
+from sandboxes.drivers.base import OPT_COCOON
 
 STATUS_COMMAND = "/opt/cocoon/bin/cocoon-status"  # what marks a hook entry as cocoon's
 CLAUDE_SETTINGS, CLAUDE_STATE, CODEX_CONFIG = ".claude/settings.json", ".claude.json", ".codex/config.toml"
 FILES = {"claude": (CLAUDE_SETTINGS, CLAUDE_STATE), "codex": (CODEX_CONFIG,)}  # by the command's name
-# Prints each file of the agent's home as base64 on a line of its own, "-" for a missing one.
-READ = 'cd && for f; do if [ -f "$f" ]; then base64 -w0 "$f"; else printf -; fi; echo; done'
 
 
-def install(sandbox_id: str, profile: AgentProfile, variables: dict[str, str]) -> None:
-    """Merge cocoon's hooks and first-run answers into the agent user's configuration files."""
-    paths = FILES.get(posixpath.basename(profile.command[0]), ())
-    if not paths:
-        return
-    result = get_driver().exec(sandbox_id, ["sh", "-c", READ, "read", *paths], timeout=30)
-    if result.exit_code != 0:
-        raise DriverError(result.stderr.decode(errors="replace").strip()[-500:])
-    lines = result.stdout.decode().splitlines()
-    existing = [None if data == "-" else base64.b64decode(data).decode() for data in lines]
-    files = {path: _merge(path, text, variables) for path, text in zip(paths, existing, strict=True)}
-    get_driver().put_archive(sandbox_id, f"/home/{AGENT_USER}", _tar(files))
+def paths(profile: AgentProfile) -> tuple[str, ...]:
+    """The files in the agent's home that cocoon merges its entries into, for this profile's CLI."""
+    return FILES.get(posixpath.basename(profile.command[0]), ()) if profile.hooks else ()
 
 
-def _merge(path: str, text: str | None, variables: dict[str, str]) -> str:
+def merge(found: dict[str, bytes | None], variables: dict[str, str]) -> dict[str, str]:
+    """Each file (what the sandbox holds in it, None for none) with cocoon's hooks and first-run answers
+    merged in."""
+    return {path: _merge(path, data, variables) for path, data in found.items()}
+
+
+def _merge(path: str, data: bytes | None, variables: dict[str, str]) -> str:
     try:
+        text = None if data is None else data.decode()
         if path == CODEX_CONFIG:
             return merge_codex_config(text or "", variables)
         current = json.loads(text) if text and text.strip() else {}
-    except (ValueError, tomllib.TOMLDecodeError) as error:  # tomlkit's ParseError is a ValueError
+    except (ValueError, tomllib.TOMLDecodeError) as error:  # tomlkit's ParseError, bad UTF-8: ValueErrors
         raise Conflict(
             _("~/%(path)s in the sandbox cannot be read (%(error)s): fix or remove it."),
             path=path,
@@ -123,19 +115,3 @@ def _merge_into(document: Any, ours: dict[str, Any]) -> None:
             _merge_into(document[key], value)
         else:
             document[key] = value
-
-
-def _tar(files: dict[str, str]) -> bytes:
-    """A tar of files for the agent's home, owned by the agent user and private to it."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for directory in sorted({posixpath.dirname(name) for name in files} - {""}):
-            info = tarfile.TarInfo(directory)
-            info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o700, AGENT_UID, AGENT_UID
-            tar.addfile(info)
-        for name, content in files.items():
-            data = content.encode()
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.uid, info.gid = len(data), 0o600, AGENT_UID, AGENT_UID
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()

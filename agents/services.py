@@ -9,6 +9,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from celery import current_app
@@ -186,9 +187,14 @@ def _start(
     variables = {**profile.env, **credentials, **env, "COCOON_AGENT_ID": agent.id}
     if granted:
         egress.grant(sandbox, granted)
-    if profile.hooks:
-        hooks.install(sandbox.id, profile, variables)
-    agent.sandbox_boot = tmux.start_session(sandbox.id, agent.id, command, variables, cols, rows)
+    start = partial(tmux.start_session, sandbox.id, agent.id, command, variables, cols, rows)
+    # The CLI's files merged as if the home had none of them (a fresh sandbox: one exec), and merged
+    # again into what it has when it has some.
+    paths = hooks.paths(profile)
+    try:
+        agent.sandbox_boot = start(hooks.merge(dict.fromkeys(paths), variables), create_only=bool(paths))
+    except tmux.HomeFilesFound as home:
+        agent.sandbox_boot = start(hooks.merge(home.found, variables))
 
 
 def resume(agent: Agent) -> bool:

@@ -2,10 +2,13 @@
 the poll script and the watcher's control-mode stream. Everything these print is the sandbox's, so
 hostile: the host parses it strictly (agents.poller, agents.watch)."""
 
+import base64
+import binascii
+import re
 import shlex
 
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import TMUX_SOCKET
+from sandboxes.drivers.base import TMUX_SOCKET, DriverError, ExecResult
 
 TMUX = ["tmux", "-L", TMUX_SOCKET]
 TMUX_LINE = shlex.join(TMUX)  # the same, in the scripts below
@@ -106,24 +109,120 @@ def run(sandbox_id: str, command: list[str], stdin: bytes | None = None) -> str:
     )
 
 
+FILES_FOUND = 3  # START's exit code when it found files it was to create
+STDIN_END = "end"  # the last line of START's stdin
+# One exec starts an agent: the private env file, the files its CLI reads (with create_only only into a
+# home that has none of them: else it prints what each holds, base64 or "-", and starts nothing), its
+# session with remain-on-exit, then the sandbox's boot. Stdin holds the env file and then each file,
+# back to back, and a last line that says it all came (should cocoond die while it sends, nothing
+# starts); $6 lists each file's "size:path", $7 is the wrapper, the command follows. The files go
+# in under a temporary name and are renamed into place, so a CLI never reads half a file and a symlink
+# there is replaced, not followed. Sessions get the exec's umask, not the env file's.
+START = f"""
+id=$1 cols=$2 rows=$3 env_size=$4 create_only=$5 files=$6 wrapper=$7; shift 7
+set -f
+if [ "$create_only" = 1 ]; then
+  for spec in $files; do
+    [ -e "$HOME/${{spec#*:}}" ] || continue
+    cat > /dev/null
+    for spec in $files; do
+      file="$HOME/${{spec#*:}}"
+      if [ -f "$file" ]; then base64 -w0 "$file"; else printf -; fi; echo
+    done
+    exit {FILES_FOUND}
+  done
+fi
+env_file="$HOME/.cocoon/env/$id" staged=
+# The session's window first: one linked into another session outlives kill-session.
+fail() {{
+  rm -f "$env_file" $staged
+  {{ {TMUX_LINE} kill-window -t "=$id:"; {TMUX_LINE} kill-session -t "=$id"; }} 2>/dev/null
+  exit 1
+}}
+mask=$(umask); umask 077
+[ -d "$HOME/.cocoon/env" ] || mkdir -p "$HOME/.cocoon/env" || fail
+head -c "$env_size" > "$env_file" || fail
+for spec in $files; do
+  file="$HOME/${{spec#*:}}"; staged="$staged $file.$id"
+  [ -d "${{file%/*}}" ] || mkdir -p "${{file%/*}}" || fail
+  head -c "${{spec%%:*}}" > "$file.$id" || fail
+done
+IFS= read -r end && [ "$end" = {STDIN_END} ] || fail
+for spec in $files; do file="$HOME/${{spec#*:}}"; mv -fT "$file.$id" "$file" || fail; done
+umask "$mask"
+{TMUX_LINE} new-session -d -s "$id" -x "$cols" -y "$rows" sh -c "$wrapper" agent "$id" "$@" \\; \\
+  set-option -w -t "=$id:" remain-on-exit on || fail
+{BOOT}
+"""
+# What a start that failed on cocoond's side (a timeout, the engine) may have left: the env file, the session.
+UNDO_START = (
+    f'rm -f "$HOME/.cocoon/env/$1"; '
+    f'{{ {TMUX_LINE} kill-window -t "=$1:"; {TMUX_LINE} kill-session -t "=$1"; }} 2>/dev/null; true'
+)
+BOOT_VALUE = re.compile(r"[0-9]{1,20}")  # what BOOT prints
+
+
+class HomeFilesFound(Exception):
+    """start_session, told to write files only into a home that has none of them, found some and
+    started nothing: what each file holds (None: there is none)."""
+
+    def __init__(self, found: dict[str, bytes | None]) -> None:
+        super().__init__(sorted(path for path, data in found.items() if data is not None))
+        self.found = found
+
+
 def start_session(
-    sandbox_id: str, agent_id: str, command: list[str], env: dict[str, str], cols: int, rows: int
+    sandbox_id: str,
+    agent_id: str,
+    command: list[str],
+    env: dict[str, str],
+    cols: int,
+    rows: int,
+    files: dict[str, str] | None = None,
+    *,
+    create_only: bool = False,
 ) -> str:
-    """Start the agent's session running command with env (through a private env file the wrapper reads
-    and deletes: never argv, never the container's environment); returns the sandbox's boot."""
-    env_file = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
-    save_env = 'umask 077 && mkdir -p "$HOME/.cocoon/env" && cat > "$HOME/.cocoon/env/$1" && ' + BOOT
+    """Start the agent's session running command with env, in one exec; returns the sandbox's boot ("" if
+    what it printed is not one). env goes through a private env file the wrapper reads and deletes
+    (never argv, never the container's environment); files (paths in the agent's home) are written
+    first, with create_only only into a home that has none of them: else HomeFilesFound says what it
+    has. On failure nothing is left: no env file, no session."""
+    files = files or {}
+    env_file = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items()).encode()
+    contents = [content.encode() for content in files.values()]
+    specs = " ".join(f"{len(data)}:{path}" for path, data in zip(files, contents, strict=True))
+    flag = "1" if create_only else "0"
+    script = ["sh", "-c", START, "start", agent_id, str(cols), str(rows), str(len(env_file)), flag, specs]
     try:
-        boot = run(sandbox_id, ["sh", "-c", save_env, "env", agent_id], stdin=env_file.encode())
-        session = [*TMUX, "new-session", "-d", "-s", agent_id, "-x", str(cols), "-y", str(rows)]
-        session += ["sh", "-c", WRAPPER, "agent", agent_id, *command]
-        # remain-on-exit: the poller reads the final screen, then closes the session.
-        run(sandbox_id, [*session, ";", "set-option", "-w", "-t", f"={agent_id}:", "remain-on-exit", "on"])
+        result = get_driver().exec(
+            sandbox_id,
+            [*script, WRAPPER, *command],
+            stdin=b"".join([env_file, *contents, f"{STDIN_END}\n".encode()]),
+            timeout=30,
+        )
+        if create_only and result.exit_code == FILES_FOUND:
+            raise HomeFilesFound(_found(result, list(files)))
+        boot = result.checked().stdout.decode(errors="replace").strip()
+    except HomeFilesFound:
+        raise  # the script started nothing
     except BaseException:
-        remove = ["sh", "-c", 'rm -f "$HOME/.cocoon/env/$1"', "rm", agent_id]
-        get_driver().exec(sandbox_id, remove, timeout=30)
+        get_driver().exec(sandbox_id, ["sh", "-c", UNDO_START, "undo", agent_id], timeout=30)
         raise
-    return boot.strip()
+    return boot if BOOT_VALUE.fullmatch(boot) else ""
+
+
+def _found(result: ExecResult, paths: list[str]) -> dict[str, bytes | None]:
+    """What START printed of each file in the home: a base64 line, "-" for a missing one."""
+    lines = result.stdout.split(b"\n")
+    if result.truncated or len(lines) != len(paths) + 1 or lines[-1]:
+        raise DriverError("the sandbox answered the agent's start with something else than its files")
+    try:
+        return {
+            path: None if line == b"-" else base64.b64decode(line, validate=True)
+            for path, line in zip(paths, lines, strict=False)
+        }
+    except binascii.Error as error:
+        raise DriverError("the sandbox answered the agent's start with a file that is not base64") from error
 
 
 def capture(sandbox_id: str, agent_id: str, scrollback: int = 0) -> tuple[str, str]:

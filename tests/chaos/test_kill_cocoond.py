@@ -86,7 +86,9 @@ def test_a_killed_spawn_leaves_no_agent_without_its_row(start_cocoond, sandbox_i
     def env_file_written() -> bool:
         return container.exec_run(["sh", "-c", "ls /home/agent/.cocoon/env | grep -q ag_"]).exit_code == 0
 
-    params = {"sandboxId": sandbox["id"], "profile": "shell"}
+    # One exec writes the env file and starts the session: a large env keeps it open long enough for
+    # the kill to land in it.
+    params = {"sandboxId": sandbox["id"], "profile": "shell", "env": {"LARGE": "x" * 16_000_000}}
     interrupt(cocoond, "agent.spawn", params, env_file_written)
 
     def every_session_has_its_row() -> set[str]:
@@ -95,6 +97,7 @@ def test_a_killed_spawn_leaves_no_agent_without_its_row(start_cocoond, sandbox_i
         return agents
 
     settle(every_session_has_its_row)
+    params = {"sandboxId": sandbox["id"], "profile": "shell"}
     spawned = cocoond.call("agent.spawn", params)
     assert spawned["id"] in wait_until(sessions)
     assert_rows_match_engine(cocoond, docker_client)

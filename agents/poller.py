@@ -32,7 +32,6 @@ RECHECK_S = 5  # agent.wait reads the row at least this often, should an event b
 POLL_PARALLEL = 8  # sandboxes polled at once
 POLL_TIMEOUT_S = 10  # a sandbox that cannot answer the poll in this time is asked again next tick
 SCREEN_HASH = re.compile(r"[0-9a-f]{32}")
-BOOT = re.compile(r"[0-9]{1,20}")
 # base64 characters of a screen (or of its scrollback): tmux.TEXT_BYTES fit.
 SCREEN_TEXT_MAX = (tmux.TEXT_BYTES + 2) * 4 // 3 + 4
 AGENT_SESSION = re.compile(r"ag_[a-z0-9]{1,36}")
@@ -140,7 +139,7 @@ def _poll_output(item: tuple[str, dict[str, Agent]]) -> str | None:
 def _boot(output: str) -> str:
     """The sandbox's boot from the poll's first line; "" when it is missing or malformed."""
     first = output.split("\n", 1)[0].split("\t")
-    return first[1] if len(first) == 2 and first[0] == "boot" and BOOT.fullmatch(first[1]) else ""
+    return first[1] if len(first) == 2 and first[0] == "boot" and tmux.BOOT_VALUE.fullmatch(first[1]) else ""
 
 
 def _poll_fields(output: str, agents: dict[str, Agent]) -> dict[str, list[str]]:

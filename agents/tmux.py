@@ -30,6 +30,9 @@ if [ -n "${COCOON_PROMPT_STDIN:-}" ]; then printf '%s\\n' "$COCOON_PROMPT_STDIN"
 echo $? > "/opt/cocoon/status/$id.exit"
 echo "$id" | dd of=/opt/cocoon/status/.events oflag=nonblock conv=nocreat status=none 2>/dev/null
 """
+# Closing an agent's session: its window first, which is also linked into the watch session (killing
+# the session alone would leave it there).
+CLOSE_ID = f'{{ {TMUX_LINE} kill-window -t "=$id:"; {TMUX_LINE} kill-session -t "=$id"; }} 2>/dev/null'
 # The sandbox's boot: its PID 1's start time (field 22 of /proc/1/stat; the name before it may hold
 # spaces). A session started before another boot was ended by a restart, not by its agent.
 BOOT = "sed 's/.*) //' /proc/1/stat | cut -d' ' -f20 | tr -cd 0-9 | head -c 20"
@@ -60,7 +63,7 @@ for pair in "$@"; do
       above=$(text {TMUX_LINE} capture-pane -p -t "=$id:" -S -{SCROLLBACK_LINES} -E -1)
     fi
     [ "$alive" = 1 ] ||
-      {{ {TMUX_LINE} kill-window -t "=$id:"; {TMUX_LINE} kill-session -t "=$id"; }} 2>/dev/null
+      {CLOSE_ID}
   fi
   printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' \\
     "$id" "$alive" "$code" "$hook" "$command" "$screen" "$text" "$above"
@@ -93,10 +96,9 @@ SESSIONS = (
 
 
 def close_session(agent_id: str) -> list[str]:
-    """The command that closes an agent's session: its window first, which is also linked into the
-    watch session (killing the session alone would leave it there)."""
-    script = f'{{ {TMUX_LINE} kill-window -t "=$1:"; {TMUX_LINE} kill-session -t "=$1"; }} 2>/dev/null; true'
-    return ["sh", "-c", script, "close", agent_id]
+    """The command that closes an agent's session and removes its env file, should its wrapper not
+    have read it yet (a start that failed, a session no row owns)."""
+    return ["sh", "-c", f'id=$1; rm -f "$HOME/.cocoon/env/$id"; {CLOSE_ID}; true', "close", agent_id]
 
 
 def run(sandbox_id: str, command: list[str], stdin: bytes | None = None) -> str:
@@ -136,7 +138,7 @@ env_file="$HOME/.cocoon/env/$id" staged=
 # The session's window first: one linked into another session outlives kill-session.
 fail() {{
   rm -f "$env_file" $staged
-  {{ {TMUX_LINE} kill-window -t "=$id:"; {TMUX_LINE} kill-session -t "=$id"; }} 2>/dev/null
+  {CLOSE_ID}
   exit 1
 }}
 mask=$(umask); umask 077
@@ -155,10 +157,6 @@ umask "$mask"
 {BOOT}
 """
 # What a start that failed on cocoond's side (a timeout, the engine) may have left: the env file, the session.
-UNDO_START = (
-    f'rm -f "$HOME/.cocoon/env/$1"; '
-    f'{{ {TMUX_LINE} kill-window -t "=$1:"; {TMUX_LINE} kill-session -t "=$1"; }} 2>/dev/null; true'
-)
 BOOT_VALUE = re.compile(r"[0-9]{1,20}")  # what BOOT prints
 
 
@@ -206,7 +204,7 @@ def start_session(
     except HomeFilesFound:
         raise  # the script started nothing
     except BaseException:
-        get_driver().exec(sandbox_id, ["sh", "-c", UNDO_START, "undo", agent_id], timeout=30)
+        get_driver().exec(sandbox_id, close_session(agent_id), timeout=30)
         raise
     return boot if BOOT_VALUE.fullmatch(boot) else ""
 

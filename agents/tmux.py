@@ -89,6 +89,8 @@ exec {TMUX_LINE} -C attach -t ={WATCH_SESSION} -f ignore-size,pause-after=2
 # Sent on the watcher's stream: every window with the sessions it is linked into, marked so that the
 # watcher finds the lines in the answer; agent windows not yet linked into the watch session are linked.
 WINDOWS = "list-windows -a -F 'cocoon-window #{session_name} #{window_id} #{window_linked_sessions}'"
+# ... and the pane of the watch session's own window, the one that reads the events FIFO.
+EVENTS_PANE = f"display-message -p -t ={WATCH_SESSION}:^ 'cocoon-events #{{pane_id}}'"
 # The sandbox's clock, then every session with when it was made (for agents.poller.sweep_sessions).
 SESSIONS = (
     f"date +%s; {TMUX_LINE} list-sessions -F '#{{session_name}} #{{session_created}}' 2>/dev/null; true"

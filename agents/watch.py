@@ -30,7 +30,11 @@ from sandboxes.drivers.base import TtySession
 logger = logging.getLogger(__name__)
 
 COALESCE_S = 0.05  # a poll waits this long after the first sign, so one burst of output is one poll
-MIN_GAP_S = 0.25  # and a sandbox is polled at most this often, however much it prints
+MIN_GAP_S = 0.25  # and a sandbox is polled at most this often, however much happens in it
+# An agent that prints on right after each poll has its sandbox polled ever less often, down to once
+# per OUTPUT_GAP_MAX_S (the old tick): its screen is busy, not news. Hook reports, exits and changed
+# foreground programs are always polled after MIN_GAP_S.
+OUTPUT_GAP_MAX_S = 2.0
 SAFETY_S = 60  # a watched sandbox is still polled this often, should a sign have been lost
 RENEW_S = 10  # how often this process renews its watch leases (agents.pollclaims.WATCH_TTL_S)
 RETRY_S = 5  # a stream that ended by itself is opened again after this long (the tick covers it meanwhile)
@@ -39,6 +43,7 @@ PANES_MAX = 1024  # panes paused at once; a sandbox with more has the rest sign 
 POLL_PARALLEL = 8
 PANE = re.compile(rb"%[0-9]{1,9}")
 WINDOW = re.compile(rb"cocoon-window (ag_[a-z0-9]{1,36}) (@[0-9]{1,9}) ([0-9]{1,4})")
+EVENTS_PANE = re.compile(rb"cocoon-events (%[0-9]{1,9})")
 # Notifications that mean: look at this sandbox's agents again.
 SIGNS = {
     b"%window-renamed",  # a foreground program changed (automatic-rename)
@@ -53,12 +58,13 @@ RELINK = {b"%sessions-changed", b"%unlinked-window-add", b"%window-add"}
 class SandboxWatch:
     """One sandbox's control-mode stream, read by a thread of its own."""
 
-    def __init__(self, sandbox_id: str, on_sign: Callable[[str], None]) -> None:
+    def __init__(self, sandbox_id: str, on_sign: Callable[[str, bool], None]) -> None:
         self.sandbox_id = sandbox_id
         self._on_sign = on_sign
         self._lock = threading.Lock()
         self._paused: set[bytes] = set()
         self._tty: TtySession | None = None
+        self._events_pane = b""  # the pane that reads the events FIFO: its output is urgent
         self._closed = False  # by the watcher: the sandbox needs no stream (or another process has it)
         self._exited = False  # by tmux
         self.ended = False
@@ -96,6 +102,7 @@ class SandboxWatch:
             if self._closed:
                 return
             self._send(tmux.WINDOWS.encode())
+            self._send(tmux.EVENTS_PANE.encode())
             self._read()
         except Exception:  # a sandbox that went away, an engine restart
             logger.info("the watch of sandbox %s ended", self.sandbox_id, exc_info=True)
@@ -106,7 +113,7 @@ class SandboxWatch:
                 tty.close()
         if not closed:  # it ended by itself: after a pause, a poll, which opens a new stream if still wanted
             time.sleep(RETRY_S)
-            self._on_sign(self.sandbox_id)
+            self._on_sign(self.sandbox_id, True)
 
     def _read(self) -> None:
         assert self._tty is not None
@@ -133,16 +140,20 @@ class SandboxWatch:
             pane = rest.split(b" ", 1)[0]
             if PANE.fullmatch(pane):
                 self._pause(pane, already=kind == b"%pause")
-                self._on_sign(self.sandbox_id)
+                self._on_sign(self.sandbox_id, pane == self._events_pane)
         elif kind in SIGNS:
-            self._on_sign(self.sandbox_id)
+            self._on_sign(self.sandbox_id, True)
         elif kind in RELINK:
             self._send(tmux.WINDOWS.encode())
-            self._on_sign(self.sandbox_id)
+            self._on_sign(self.sandbox_id, True)
         elif kind == b"%session-changed":
             self.connected.set()
         elif kind == b"%exit":
             self._exited = True
+        elif kind == b"cocoon-events":
+            found = EVENTS_PANE.fullmatch(line)
+            if found:
+                self._events_pane = found[1]
         elif kind == b"cocoon-window":
             found = WINDOW.fullmatch(line)
             if found and found[3] == b"1":  # an agent's window linked into its own session only
@@ -167,6 +178,7 @@ class Watcher:
         self._watches: dict[str, SandboxWatch] = {}
         self._due: dict[str, float] = {}  # sandbox -> when its poll may start
         self._last: dict[str, float] = {}  # sandbox -> when its last poll started
+        self._gap: dict[str, float] = {}  # sandbox -> how long after its last poll output may poll it
         self._running: set[str] = set()
         self._pool = ThreadPoolExecutor(POLL_PARALLEL, thread_name_prefix="watch-poll")
         self._dispatcher = threading.Thread(target=self._dispatch, name="watch-dispatch", daemon=True)
@@ -189,6 +201,7 @@ class Watcher:
                 if claims.watch(sandbox_id):
                     self._start(sandbox_id)
             self._last = {key: value for key, value in self._last.items() if key in wanted}
+            self._gap = {key: value for key, value in self._gap.items() if key in wanted}
             here = {sandbox_id for sandbox_id, watch in self._watches.items() if watch.connected.is_set()}
         return here | {sandbox_id for sandbox_id in wanted - here if claims.watched_elsewhere(sandbox_id)}
 
@@ -203,12 +216,23 @@ class Watcher:
         self._watches[sandbox_id] = watch = SandboxWatch(sandbox_id, self.sign)
         watch.start()
 
-    def sign(self, sandbox_id: str) -> None:
-        """Something happened in the sandbox: poll it soon (once for a burst, at most every MIN_GAP_S)."""
+    def sign(self, sandbox_id: str, urgent: bool = True) -> None:
+        """Something happened in the sandbox: poll it soon, once for a burst. urgent (a hook report, an
+        exit, a new foreground program): at most MIN_GAP_S after its last poll; output: after a gap
+        that grows while the sandbox prints on right after each poll."""
         with self._lock:
-            if sandbox_id not in self._due:
-                earliest = self._last.get(sandbox_id, float("-inf")) + MIN_GAP_S
-                self._due[sandbox_id] = max(time.monotonic() + COALESCE_S, earliest)
+            now, last = time.monotonic(), self._last.get(sandbox_id, float("-inf"))
+            if urgent:
+                gap = MIN_GAP_S
+            elif sandbox_id in self._due:
+                return  # a poll is coming
+            else:
+                gap = self._gap.get(sandbox_id, MIN_GAP_S)
+                gap = min(gap * 2, OUTPUT_GAP_MAX_S) if now - last < 2 * gap else MIN_GAP_S
+                self._gap[sandbox_id] = gap
+            due = max(now + COALESCE_S, last + gap)
+            if due < self._due.get(sandbox_id, float("inf")):
+                self._due[sandbox_id] = due
                 self._wake.notify()
 
     def _dispatch(self) -> None:

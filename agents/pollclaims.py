@@ -17,6 +17,7 @@ import redis
 from django.conf import settings
 
 CLAIM_TTL_S = 60  # longer than any tick takes (POLL_TIMEOUT_S per batch of POLL_PARALLEL sandboxes)
+WATCH_TTL_S = 30  # a watch lease (agents.watch), renewed every tick by the process that watches
 POLLED_TTL_S = 60  # how long "last polled at" is kept; only the last few seconds are ever asked about
 
 
@@ -31,6 +32,16 @@ class PollClaims(Protocol):
 
     def polled_within(self, sandbox_id: str, seconds: float) -> bool:
         """Whether any process finished polling the sandbox in the last `seconds`."""
+        ...
+
+    def watch(self, sandbox_id: str) -> bool:
+        """Take or renew this process's lease on watching the sandbox; False when another holds it."""
+        ...
+
+    def unwatch(self, sandbox_id: str) -> None: ...
+
+    def watched_elsewhere(self, sandbox_id: str) -> bool:
+        """Whether another process holds the sandbox's watch lease."""
         ...
 
 
@@ -56,9 +67,25 @@ class MemoryPollClaims:
         with self._lock:
             return time.monotonic() - self._polled_at.get(sandbox_id, float("-inf")) <= seconds
 
+    # One process: its watcher is the only one.
+    def watch(self, sandbox_id: str) -> bool:
+        return True
+
+    def unwatch(self, sandbox_id: str) -> None:
+        pass
+
+    def watched_elsewhere(self, sandbox_id: str) -> bool:
+        return False
+
 
 # Deletes a claim only if it is still ours (it may have expired and been taken by another process).
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+# Takes a lease that is free or renews our own; 0 when another process holds it.
+_LEASE = (
+    "local held = redis.call('get', KEYS[1]) "
+    "if held and held ~= ARGV[1] then return 0 end "
+    "redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1"
+)
 
 
 class RedisPollClaims:
@@ -67,6 +94,7 @@ class RedisPollClaims:
         self._prefix = prefix
         self._token = secrets.token_hex(8)  # this process's claims
         self._release = self._redis.register_script(_RELEASE)
+        self._lease = self._redis.register_script(_LEASE)
 
     def _key(self, kind: str, sandbox_id: str) -> str:
         return f"{self._prefix}:{kind}:{sandbox_id}"
@@ -86,6 +114,16 @@ class RedisPollClaims:
     def polled_within(self, sandbox_id: str, seconds: float) -> bool:
         polled_at = self._redis.get(self._key("polled", sandbox_id))
         return polled_at is not None and time.time() - float(polled_at) <= seconds
+
+    def watch(self, sandbox_id: str) -> bool:
+        return bool(self._lease(keys=[self._key("watch", sandbox_id)], args=[self._token, WATCH_TTL_S]))
+
+    def unwatch(self, sandbox_id: str) -> None:
+        self._release(keys=[self._key("watch", sandbox_id)], args=[self._token])
+
+    def watched_elsewhere(self, sandbox_id: str) -> bool:
+        held = self._redis.get(self._key("watch", sandbox_id))
+        return held is not None and held != self._token.encode()
 
 
 @cache

@@ -9,10 +9,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from agents import services, tmux
+from agents import services, tmux, watch
 from agents import status as rules
 from agents.choices import AgentStatus, ExitReason, StatusRule
 from agents.models import Agent, AgentProfile
@@ -30,7 +32,6 @@ RECHECK_S = 5  # agent.wait reads the row at least this often, should an event b
 POLL_PARALLEL = 8  # sandboxes polled at once
 POLL_TIMEOUT_S = 10  # a sandbox that cannot answer the poll in this time is asked again next tick
 SCREEN_HASH = re.compile(r"[0-9a-f]{32}")
-BOOT = re.compile(r"[0-9]{1,20}")
 # base64 characters of a screen (or of its scrollback): tmux.TEXT_BYTES fit.
 SCREEN_TEXT_MAX = (tmux.TEXT_BYTES + 2) * 4 // 3 + 4
 AGENT_SESSION = re.compile(r"ag_[a-z0-9]{1,36}")
@@ -44,13 +45,48 @@ def poll_all(only: str | None = None) -> int:
 
     A sandbox still being polled by an earlier tick, in this process or another (agents.pollclaims), is
     left to it, so no agent is ever decided twice at once, and a slow sandbox holds up only itself."""
-    live = Agent.objects.exclude(status=AgentStatus.EXITED).filter(sandbox__state=SandboxState.RUNNING)
+    live = _live_agents()
     if only:
         live = live.filter(sandbox_id=only)
     claims = get_claims()
-    claimed = claims.claim(set(live.values_list("sandbox_id", flat=True)))
+    due = set(live.values_list("sandbox_id", flat=True))
+    if only is None and settings.COCOON_WATCH_AGENTS:
+        # Sandboxes whose watcher stream is up are polled when they give a sign, and here only as a
+        # safety net; this tick also starts and ends the streams (agents.watch).
+        watched = watch.get_watcher(poll_signed).supervise(due)
+        due -= {sandbox_id for sandbox_id in watched if claims.polled_within(sandbox_id, watch.SAFETY_S)}
+    return _poll_claimed(claims.claim(due), live)
+
+
+def watch_sandbox(sandbox_id: str) -> None:
+    """Watch the sandbox from this process from now on (its first agent was just spawned)."""
+    if settings.COCOON_WATCH_AGENTS and _live_agents().filter(sandbox_id=sandbox_id).exists():
+        watch.get_watcher(poll_signed).add(sandbox_id)
+
+
+def _live_agents() -> QuerySet[Agent]:
+    return Agent.objects.exclude(status=AgentStatus.EXITED).filter(sandbox__state=SandboxState.RUNNING)
+
+
+def poll_signed(sandbox_id: str) -> None:
+    """The watcher's poll of a sandbox that gave a sign; one under way elsewhere (a tick, agent.wait)
+    may have started before the sign, so the sign is given again until this poll is the one to run.
+    A sandbox that still has agents keeps (or gets back) its stream."""
+    live = _live_agents().filter(sandbox_id=sandbox_id)
+    claimed = get_claims().claim({sandbox_id})
+    if claimed:
+        _poll_claimed(claimed, live)
+    if live.exists():
+        watcher = watch.get_watcher(poll_signed)
+        watcher.add(sandbox_id)  # the stream that gave the sign may have ended since
+        if not claimed:
+            watcher.sign(sandbox_id)
+
+
+def _poll_claimed(claimed: set[str], live: QuerySet[Agent]) -> int:
     if not claimed:
         return 0
+    claims = get_claims()
     unreleased = set(claimed)
     changed = 0
     try:
@@ -103,7 +139,7 @@ def _poll_output(item: tuple[str, dict[str, Agent]]) -> str | None:
 def _boot(output: str) -> str:
     """The sandbox's boot from the poll's first line; "" when it is missing or malformed."""
     first = output.split("\n", 1)[0].split("\t")
-    return first[1] if len(first) == 2 and first[0] == "boot" and BOOT.fullmatch(first[1]) else ""
+    return first[1] if len(first) == 2 and first[0] == "boot" and tmux.BOOT_VALUE.fullmatch(first[1]) else ""
 
 
 def _poll_fields(output: str, agents: dict[str, Agent]) -> dict[str, list[str]]:
@@ -241,7 +277,7 @@ def _sweep(sandbox_id: str, grace_s: float) -> int:
     orphans = [name for name, age in made.items() if name not in owned and age >= grace_s]
     for name in orphans:
         logger.warning("closing agent session %s in sandbox %s: no agent owns it", name, sandbox_id)
-        tmux.run(sandbox_id, [*tmux.TMUX, "kill-session", "-t", f"={name}"])
+        tmux.run(sandbox_id, tmux.close_session(name))
     return len(orphans)
 
 

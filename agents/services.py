@@ -12,6 +12,8 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from celery import current_app
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -156,6 +158,8 @@ def spawn_agent(
             agent_id=agent.id,
         )
         publish(agent)
+        if settings.COCOON_WATCH_AGENTS:  # its sandbox's watcher stream, now rather than at the next tick
+            transaction.on_commit(lambda: current_app.send_task("agents.tasks.watch", args=(sandbox.id,)))
     if prompt and profile.prompt_mode == PromptMode.TYPED:
         send_input(agent.id, prompt, actor=actor)
     return agent
@@ -291,7 +295,7 @@ def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
     agent = get_agent(agent_id)
     if agent.status != AgentStatus.EXITED and agent.sandbox.state == SandboxState.RUNNING:
         keep_screen(agent)
-        get_driver().exec(agent.sandbox_id, [*tmux.TMUX, "kill-session", "-t", f"={agent.id}:"], timeout=30)
+        get_driver().exec(agent.sandbox_id, tmux.close_session(agent.id), timeout=30)
     with transaction.atomic():
         end(agent, ExitReason.KILLED, StatusRule.KILLED, rule_detail="")
         activity.record(

@@ -1,6 +1,6 @@
-"""What runs inside a sandbox for its agents: their tmux sessions (`tmux -L cocoon`), the start wrapper
-and the poll script. Everything these print is the sandbox's, so hostile: the host parses it strictly
-(agents.poller)."""
+"""What runs inside a sandbox for its agents: their tmux sessions (`tmux -L cocoon`), the start wrapper,
+the poll script and the watcher's control-mode stream. Everything these print is the sandbox's, so
+hostile: the host parses it strictly (agents.poller, agents.watch)."""
 
 import base64
 import binascii
@@ -28,7 +28,11 @@ env_file="$HOME/.cocoon/env/$id"
 if [ -f "$env_file" ]; then . "$env_file"; rm -f "$env_file"; fi
 if [ -n "${COCOON_PROMPT_STDIN:-}" ]; then printf '%s\\n' "$COCOON_PROMPT_STDIN" | "$@"; else "$@"; fi
 echo $? > "/opt/cocoon/status/$id.exit"
+echo "$id" | dd of=/opt/cocoon/status/.events oflag=nonblock conv=nocreat status=none 2>/dev/null
 """
+# Closing an agent's session: its window first, which is also linked into the watch session (killing
+# the session alone would leave it there).
+CLOSE_ID = f'{{ {TMUX_LINE} kill-window -t "=$id:"; {TMUX_LINE} kill-session -t "=$id"; }} 2>/dev/null'
 # The sandbox's boot: its PID 1's start time (field 22 of /proc/1/stat; the name before it may hold
 # spaces). A session started before another boot was ended by a restart, not by its agent.
 BOOT = "sed 's/.*) //' /proc/1/stat | cut -d' ' -f20 | tr -cd 0-9 | head -c 20"
@@ -58,17 +62,45 @@ for pair in "$@"; do
       text=$(text {TMUX_LINE} capture-pane -p -t "=$id:")
       above=$(text {TMUX_LINE} capture-pane -p -t "=$id:" -S -{SCROLLBACK_LINES} -E -1)
     fi
-    [ "$alive" = 1 ] || {TMUX_LINE} kill-session -t "=$id" 2>/dev/null
+    [ "$alive" = 1 ] ||
+      {CLOSE_ID}
   fi
   printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' \\
     "$id" "$alive" "$code" "$hook" "$command" "$screen" "$text" "$above"
 done
 """
 POLL_FIELDS = 8
+# The watcher's stream (agents.watch): tmux's control mode, attached to a session of its own whose one
+# pane reads the events FIFO (cocoon-status and the wrapper write an agent id to it, never blocking: no
+# reader, a full pipe or no FIFO just drop the line), with every agent's window linked in, so that the
+# output of any agent and every hook report arrive as %output the moment they happen. (A file followed
+# by `tail -F` was polled once a second: tail takes overlayfs for a remote file system.) ignore-size: the
+# watcher never resizes an agent's window; pause-after: tmux stops sending a pane the watcher is slow
+# to read rather than buffering it.
+WATCH_SESSION = "cocoon-watch"
+EVENTS = "/opt/cocoon/status/.events"
+WATCH = f"""
+stty -echo -onlcr 2>/dev/null
+[ -p {EVENTS} ] || {{ rm -f {EVENTS}; mkfifo -m 600 {EVENTS}; }}
+{TMUX_LINE} has-session -t ={WATCH_SESSION} 2>/dev/null ||
+  {TMUX_LINE} new-session -d -s {WATCH_SESSION} -x 80 -y 24 "exec cat <> {EVENTS}"
+exec {TMUX_LINE} -C attach -t ={WATCH_SESSION} -f ignore-size,pause-after=2
+"""
+# Sent on the watcher's stream: every window with the sessions it is linked into, marked so that the
+# watcher finds the lines in the answer; agent windows not yet linked into the watch session are linked.
+WINDOWS = "list-windows -a -F 'cocoon-window #{session_name} #{window_id} #{window_linked_sessions}'"
+# ... and the pane of the watch session's own window, the one that reads the events FIFO.
+EVENTS_PANE = f"display-message -p -t ={WATCH_SESSION}:^ 'cocoon-events #{{pane_id}}'"
 # The sandbox's clock, then every session with when it was made (for agents.poller.sweep_sessions).
 SESSIONS = (
     f"date +%s; {TMUX_LINE} list-sessions -F '#{{session_name}} #{{session_created}}' 2>/dev/null; true"
 )
+
+
+def close_session(agent_id: str) -> list[str]:
+    """The command that closes an agent's session and removes its env file, should its wrapper not
+    have read it yet (a start that failed, a session no row owns)."""
+    return ["sh", "-c", f'id=$1; rm -f "$HOME/.cocoon/env/$id"; {CLOSE_ID}; true', "close", agent_id]
 
 
 def run(sandbox_id: str, command: list[str], stdin: bytes | None = None) -> str:
@@ -108,7 +140,7 @@ env_file="$HOME/.cocoon/env/$id" staged=
 # The session's window first: one linked into another session outlives kill-session.
 fail() {{
   rm -f "$env_file" $staged
-  {{ {TMUX_LINE} kill-window -t "=$id:"; {TMUX_LINE} kill-session -t "=$id"; }} 2>/dev/null
+  {CLOSE_ID}
   exit 1
 }}
 mask=$(umask); umask 077
@@ -127,10 +159,6 @@ umask "$mask"
 {BOOT}
 """
 # What a start that failed on cocoond's side (a timeout, the engine) may have left: the env file, the session.
-UNDO_START = (
-    f'rm -f "$HOME/.cocoon/env/$1"; '
-    f'{{ {TMUX_LINE} kill-window -t "=$1:"; {TMUX_LINE} kill-session -t "=$1"; }} 2>/dev/null; true'
-)
 BOOT_VALUE = re.compile(r"[0-9]{1,20}")  # what BOOT prints
 
 
@@ -178,7 +206,7 @@ def start_session(
     except HomeFilesFound:
         raise  # the script started nothing
     except BaseException:
-        get_driver().exec(sandbox_id, ["sh", "-c", UNDO_START, "undo", agent_id], timeout=30)
+        get_driver().exec(sandbox_id, close_session(agent_id), timeout=30)
         raise
     return boot if BOOT_VALUE.fullmatch(boot) else ""
 

@@ -8,7 +8,13 @@
   cost, less an idle window without agents; whatever else runs on the machine adds to both;
 - keystroke echo over the attach WebSocket against `docker exec -it <ctr> tmux attach` through a pty.
 
-    .venv/bin/python bench/agents.py [--runs 20] [--sandboxes 1,10,50] [--window 20]
+- one agent printing without pause (`yes`): cocoond's and the engine's CPU above idle, and the hook
+  latency of another agent meanwhile.
+
+Status comes from the watcher (agents.watch) unless --poll-only (COCOON_WATCH_AGENTS=0): run both to
+compare the push against the poller it replaces.
+
+    .venv/bin/python bench/agents.py [--runs 20] [--sandboxes 1,10,50] [--window 20] [--poll-only]
 """
 
 import argparse
@@ -23,6 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 from websockets.sync.client import connect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,11 +79,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--sandboxes", default="1,10,50")
     parser.add_argument("--window", type=float, default=20, help="seconds of polling measured per level")
+    parser.add_argument("--poll-only", action="store_true", help="no watcher: status from the 2 s poll")
     args = parser.parse_args()
     levels = [int(level) for level in args.sandboxes.split(",")]
 
     client = sandbox_image()
-    with cocoond() as server:
+    with cocoond(COCOON_WATCH_AGENTS="0" if args.poll_only else "1") as server:
+        source = "the poller alone" if args.poll_only else "the watcher (the poller as safety net)"
+        print(f"status from {source}")
 
         def call(method: str, **params):
             return server.call(method, params)
@@ -86,7 +96,12 @@ def main() -> None:
         print(f"{'':<52} {'median':>9} {'p95':>9}")
 
         # -- spawn ---------------------------------------------------------------------------------
-        bare, spawned = [], []
+        # Over one kept-alive connection, as a client that makes more than one call does (the bench's
+        # call() builds an HTTP client per call: 30-40 ms of TLS context and a new connection).
+        keep = httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {server.token}"}, timeout=60
+        )
+        bare, spawned, kept = [], [], []
         for index in range(args.runs):
             started = time.perf_counter()
             subprocess.run(
@@ -98,21 +113,35 @@ def main() -> None:
             started = time.perf_counter()
             spawned.append(call("agent.spawn", sandboxId=sandbox["id"], profile="shell")["id"])
             spawned[-1] = (spawned[-1], time.perf_counter() - started)
+            started = time.perf_counter()
+            answer = keep.post("/v1/rpc/agent.spawn", json={"sandboxId": sandbox["id"], "profile": "shell"})
+            kept.append((answer.json()["result"]["id"], time.perf_counter() - started))
         subprocess.run(["docker", "exec", "-u", "agent", container, "tmux", "-L", "bench", "kill-server"])
         row("docker exec ... tmux new-session -d", bare)
-        row("agent.spawn (shell)", [seconds for _id, seconds in spawned])
-        print(
-            f"ratio (median): {statistics.median([s for _i, s in spawned]) / statistics.median(bare):.2f}x\n"
-        )
-        for agent_id, _seconds in spawned:
+        row("agent.spawn (shell), a new HTTP client per call", [seconds for _id, seconds in spawned])
+        row("agent.spawn (shell), one kept-alive connection", [seconds for _id, seconds in kept])
+        for name, times in (("new client", spawned), ("kept-alive", kept)):
+            ratio = statistics.median([seconds for _id, seconds in times]) / statistics.median(bare)
+            print(f"ratio (median), {name}: {ratio:.2f}x")
+        print()
+        for agent_id, _seconds in spawned + kept:
             call("agent.kill", agentId=agent_id)
+        keep.close()
 
         # -- hook to event -------------------------------------------------------------------------
         agent = _hooked_agent(call, sandbox["id"])
+        time.sleep(2 * TICK_S)  # its sandbox's stream is up
         hook_latency = _hook_latencies(server, container, agent["id"], args.runs)
-        call("agent.kill", agentId=agent["id"])
+        exec_only = []
+        for _ in range(args.runs):
+            started = time.time()
+            subprocess.run(["docker", "exec", "-u", "agent", container, "true"], check=True)
+            exec_only.append(time.time() - started)
         row("poller tick (the wait an event can have)", [TICK_S], scale=1000)
+        row("docker exec ... true (how the bench runs the hook)", exec_only)
         row("hook fires -> agent.updated on the WebSocket", hook_latency)
+        beyond = [latency - statistics.median(exec_only) for latency in hook_latency]
+        row("  the same, less the docker exec", beyond)
         print(f"ratio (median) to half a tick: {statistics.median(hook_latency) / (TICK_S / 2):.2f}x\n")
 
         # -- keystroke echo ------------------------------------------------------------------------
@@ -145,11 +174,6 @@ def main() -> None:
         row("docker exec -it ... tmux attach (pty): echo", docker_it)
         row("WS /v1/agents/<id>/attach: echo", attach)
         print(f"ratio (median): {statistics.median(attach) / statistics.median(docker_it):.2f}x\n")
-        call("agent.kill", agentId=shell["id"])
-
-        # -- poller cost ---------------------------------------------------------------------------
-        call("sandbox.delete", sandboxId=sandbox["id"])
-        time.sleep(TICK_S)
 
         def measure() -> tuple[float, float]:
             # The same processes at both ends: one that ends in between would take its time with it.
@@ -158,6 +182,25 @@ def main() -> None:
             time.sleep(args.window)
             return cpu_seconds(cocoon_pids) - before[0], cpu_seconds(engine) - before[1]
 
+        # -- one agent printing without pause ------------------------------------------------------
+        call("agent.kill", agentId=shell["id"])
+        quiet = measure()  # the hooked agent alone, idle
+        flood = call("agent.spawn", sandboxId=sandbox["id"], profile="shell")
+        call("agent.wait", agentId=flood["id"], until=["idle"], timeoutS=30)
+        call("agent.send_input", agentId=flood["id"], text="yes")
+        time.sleep(2)
+        loud = measure()
+        flood_hooks = _hook_latencies(server, container, agent["id"], 8)
+        call("agent.kill", agentId=flood["id"])
+        call("agent.kill", agentId=agent["id"])
+        cocoon_pct, engine_pct = ((loud[i] - quiet[i]) / args.window * 100 for i in (0, 1))
+        print(f"one agent running `yes`: cocoond {cocoon_pct:.1f} %, engine {engine_pct:.1f} % of a core")
+        row("  meanwhile, another agent's hook -> agent.updated", flood_hooks)
+        print()
+
+        # -- poller cost ---------------------------------------------------------------------------
+        call("sandbox.delete", sandboxId=sandbox["id"])
+        time.sleep(TICK_S)
         idle = measure()
         ticks = args.window / TICK_S
         print(f"poller, {ticks:.0f} ticks of {TICK_S:.0f} s per level; CPU ms per tick above an idle cocoond")

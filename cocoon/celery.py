@@ -8,15 +8,20 @@ from celery.beat import EmbeddedService
 from celery.schedules import crontab
 from celery.worker import WorkController
 
+from cocoon.env import env_str
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cocoon.settings")
 
 app = Celery("cocoon")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# The poller's tick (read here: this module loads before the settings): it polls every sandbox whose
+# agents have no watcher stream (agents.watch), and starts and ends the streams.
+POLL_INTERVAL_S = float(env_str("COCOON_POLL_INTERVAL_S") or 2)
 app.conf.beat_schedule = {
     "prune-activity": {"task": "cocoon.tasks.prune_activity", "schedule": crontab(minute=17, hour=3)},
     "reconcile-sandboxes": {"task": "sandboxes.tasks.reconcile", "schedule": 30.0},
-    "poll-agents": {"task": "agents.tasks.poll", "schedule": 2.0},
+    "poll-agents": {"task": "agents.tasks.poll", "schedule": POLL_INTERVAL_S},
     "sweep-agent-sessions": {"task": "agents.tasks.sweep", "schedule": 300.0},
     "egress": {"task": "egress.tasks.tick", "schedule": 2.0},
     # Cron times have minute resolution: a tick every 10 s starts a run at most 10 s late.

@@ -39,6 +39,8 @@ ADMIN_TOKEN_FILE = DATA_DIR / "admin-token.txt"
 COCOON_TOOLBOX_CACHE = env_path("COCOON_TOOLBOX_CACHE", DATA_DIR / "toolbox-cache")
 # First start builds the sandbox image and installs the toolbox in the background unless this is off.
 COCOON_AUTO_INSTALL = env_bool("COCOON_AUTO_INSTALL", True)
+# Agent status pushed by a watcher stream per sandbox (agents.watch); off: only the 2 s poll.
+COCOON_WATCH_AGENTS = env_bool("COCOON_WATCH_AGENTS", True)
 SECRETS_KEY_FILE = DATA_DIR / "secrets.key"
 
 SECRET_KEY = env_str("COCOON_SECRET_KEY") or read_or_create_private_file(

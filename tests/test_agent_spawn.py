@@ -129,7 +129,7 @@ def test_a_malformed_list_of_files_is_refused_and_the_start_undone(answers, stdo
     given.append(ExecResult(tmux.FILES_FOUND, stdout, b"", truncated=truncated))
     with pytest.raises(DriverError):
         tmux.start_session("sb_x", "ag_x", ["sh"], {}, 80, 24, {".a": "{}", ".b": "{}"}, create_only=True)
-    assert commands[1] == ["sh", "-c", tmux.UNDO_START, "undo", "ag_x"]
+    assert commands[1] == tmux.close_session("ag_x")
 
 
 def test_files_found_when_none_were_to_be_created_are_a_failed_start(answers):
@@ -137,4 +137,4 @@ def test_files_found_when_none_were_to_be_created_are_a_failed_start(answers):
     given.append(ExecResult(tmux.FILES_FOUND, b"-\n", b""))
     with pytest.raises(DriverError):
         tmux.start_session("sb_x", "ag_x", ["sh"], {}, 80, 24, {".a": "{}"})
-    assert commands[1][2] == tmux.UNDO_START
+    assert commands[1] == tmux.close_session("ag_x")

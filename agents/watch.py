@@ -1,0 +1,296 @@
+"""The watcher: status pushed by the sandboxes instead of polled every tick.
+
+One long-lived stream per sandbox with live agents: tmux's control mode inside the sandbox (agents.tmux
+WATCH), reached through the driver's terminal, so it works wherever attach works (Docker, Podman, bwrap
+inside the sandbox's namespaces, gVisor) and adds no program to the image. tmux tells it the moment an
+agent's pane prints (%output), a hook report or an exit is recorded (the events pane prints), a
+foreground program changes (%window-renamed) or a session comes or goes. The watcher reads nothing of
+what was printed: it pauses that pane (so a busy agent costs one line, not a byte stream) and asks the
+dispatcher for a poll of the sandbox, which decides as before (agents.poller, agents.status) and
+continues the paused panes first, so nothing printed in between is missed.
+
+Everything on the stream is the sandbox's, so hostile: lines are bounded and matched strictly, anything
+else is ignored; a flood of notifications costs at most one poll per MIN_GAP_S of that sandbox, and each
+stream has its own thread, so one sandbox never delays another's status. The periodic poll stays as the
+safety net, for sandboxes whose stream is down and once every SAFETY_S for the others.
+"""
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+
+from agents import tmux
+from agents.pollclaims import get_claims
+from sandboxes.drivers import get_driver
+from sandboxes.drivers.base import TtySession
+
+logger = logging.getLogger(__name__)
+
+COALESCE_S = 0.05  # a poll waits this long after the first sign, so one burst of output is one poll
+MIN_GAP_S = 0.25  # and a sandbox is polled at most this often, however much happens in it
+# An agent that prints on right after each poll has its sandbox polled ever less often, down to once
+# per OUTPUT_GAP_MAX_S (the old tick): its screen is busy, not news. Hook reports, exits and changed
+# foreground programs are always polled after MIN_GAP_S.
+OUTPUT_GAP_MAX_S = 2.0
+SAFETY_S = 60  # a watched sandbox is still polled this often, should a sign have been lost
+RENEW_S = 10  # how often this process renews its watch leases (agents.pollclaims.WATCH_TTL_S)
+RETRY_S = 5  # a stream that ended by itself is opened again after this long (the tick covers it meanwhile)
+LINE_MAX = 64 * 1024  # longer lines (a pane's output) are skipped unread up to their end
+PANES_MAX = 1024  # panes paused at once; a sandbox with more has the rest sign without a pause
+POLL_PARALLEL = 8
+PANE = re.compile(rb"%[0-9]{1,9}")
+WINDOW = re.compile(rb"cocoon-window (ag_[a-z0-9]{1,36}) (@[0-9]{1,9}) ([0-9]{1,4})")
+EVENTS_PANE = re.compile(rb"cocoon-events (%[0-9]{1,9})")
+# Notifications that mean: look at this sandbox's agents again.
+SIGNS = {
+    b"%window-renamed",  # a foreground program changed (automatic-rename)
+    b"%window-close",
+    b"%unlinked-window-close",
+    b"%pane-mode-changed",
+}
+# ... and that the set of windows changed: link new agent windows into the watch session.
+RELINK = {b"%sessions-changed", b"%unlinked-window-add", b"%window-add"}
+
+
+class SandboxWatch:
+    """One sandbox's control-mode stream, read by a thread of its own."""
+
+    def __init__(self, sandbox_id: str, on_sign: Callable[[str, bool], None]) -> None:
+        self.sandbox_id = sandbox_id
+        self._on_sign = on_sign
+        self._lock = threading.Lock()
+        self._paused: set[bytes] = set()
+        self._tty: TtySession | None = None
+        self._events_pane = b""  # the pane that reads the events FIFO: its output is urgent
+        self._closed = False  # by the watcher: the sandbox needs no stream (or another process has it)
+        self._exited = False  # by tmux
+        self.ended = False
+        self.connected = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"watch-{sandbox_id}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def close(self) -> None:
+        self._closed = True
+        tty = self._tty
+        if tty is not None:
+            tty.close()
+
+    def resume(self) -> None:
+        """Let tmux send the paused panes' output again (before their sandbox is polled)."""
+        with self._lock:
+            panes, self._paused = self._paused, set()
+        for pane in panes:
+            self._send(b"refresh-client -A '" + pane + b":continue'")
+
+    def _send(self, command: bytes) -> None:
+        tty = self._tty
+        if tty is None:
+            return
+        try:
+            tty.write(command + b"\n")
+        except OSError:  # the stream broke: its reader ends, and a new one is opened
+            tty.close()
+
+    def _run(self) -> None:
+        try:
+            self._tty = get_driver().open_tty(self.sandbox_id, ["sh", "-c", tmux.WATCH])
+            if self._closed:
+                return
+            self._send(tmux.WINDOWS.encode())
+            self._send(tmux.EVENTS_PANE.encode())
+            self._read()
+        except Exception:  # a sandbox that went away, an engine restart
+            logger.info("the watch of sandbox %s ended", self.sandbox_id, exc_info=True)
+        finally:
+            self.ended, closed = True, self._closed
+            tty = self._tty
+            if tty is not None:
+                tty.close()
+        if not closed:  # it ended by itself: after a pause, a poll, which opens a new stream if still wanted
+            time.sleep(RETRY_S)
+            self._on_sign(self.sandbox_id, True)
+
+    def _read(self) -> None:
+        assert self._tty is not None
+        pending, skipping = b"", False
+        while not (self._closed or self._exited):
+            data = self._tty.read()
+            if not data:
+                return
+            pending += data
+            while True:
+                line, found, rest = pending.partition(b"\n")
+                if not found:
+                    break
+                pending = rest
+                if not skipping:
+                    self._line(line.rstrip(b"\r"))
+                skipping = False
+            if len(pending) > LINE_MAX:  # the rest of an overlong line is dropped up to its newline
+                pending, skipping = b"", True
+
+    def _line(self, line: bytes) -> None:
+        kind, _, rest = line.partition(b" ")
+        if kind in {b"%output", b"%extended-output", b"%pause"}:
+            pane = rest.split(b" ", 1)[0]
+            if PANE.fullmatch(pane):
+                self._pause(pane, already=kind == b"%pause")
+                self._on_sign(self.sandbox_id, pane == self._events_pane)
+        elif kind in SIGNS:
+            self._on_sign(self.sandbox_id, True)
+        elif kind in RELINK:
+            self._send(tmux.WINDOWS.encode())
+            self._on_sign(self.sandbox_id, True)
+        elif kind == b"%session-changed":
+            self.connected.set()
+        elif kind == b"%exit":
+            self._exited = True
+        elif kind == b"cocoon-events":
+            found = EVENTS_PANE.fullmatch(line)
+            if found:
+                self._events_pane = found[1]
+        elif kind == b"cocoon-window":
+            found = WINDOW.fullmatch(line)
+            if found and found[3] == b"1":  # an agent's window linked into its own session only
+                self._send(b"link-window -d -s " + found[2] + b" -t =" + tmux.WATCH_SESSION.encode() + b":")
+
+    def _pause(self, pane: bytes, already: bool) -> None:
+        with self._lock:
+            if pane in self._paused or len(self._paused) >= PANES_MAX:
+                return
+            self._paused.add(pane)
+        if not already:
+            self._send(b"refresh-client -A '" + pane + b":pause'")
+
+
+class Watcher:
+    """Every watched sandbox of this process, and the dispatcher that turns their signs into polls."""
+
+    def __init__(self, poll: Callable[[str], object]) -> None:
+        self._poll = poll
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._watches: dict[str, SandboxWatch] = {}
+        self._due: dict[str, float] = {}  # sandbox -> when its poll may start
+        self._last: dict[str, float] = {}  # sandbox -> when its last poll started
+        self._gap: dict[str, float] = {}  # sandbox -> how long after its last poll output may poll it
+        self._running: set[str] = set()
+        self._pool = ThreadPoolExecutor(POLL_PARALLEL, thread_name_prefix="watch-poll")
+        self._dispatcher = threading.Thread(target=self._dispatch, name="watch-dispatch", daemon=True)
+        self._dispatcher.start()
+
+    def supervise(self, sandbox_ids: Iterable[str]) -> set[str]:
+        """Watch exactly these sandboxes (those with live agents) from this process, where no other
+        process already does; returns those whose stream is up here or elsewhere."""
+        wanted = set(sandbox_ids)
+        claims = get_claims()
+        with self._lock:
+            for sandbox_id in list(self._watches):
+                watch = self._watches[sandbox_id]
+                # Gone, ended, or its lease lost (this process missed ticks): another takes over.
+                if sandbox_id not in wanted or watch.ended or not claims.watch(sandbox_id):
+                    watch.close()
+                    del self._watches[sandbox_id]
+                    claims.unwatch(sandbox_id)
+            for sandbox_id in wanted - set(self._watches):
+                if claims.watch(sandbox_id):
+                    self._start(sandbox_id)
+            self._last = {key: value for key, value in self._last.items() if key in wanted}
+            self._gap = {key: value for key, value in self._gap.items() if key in wanted}
+            here = {sandbox_id for sandbox_id, watch in self._watches.items() if watch.connected.is_set()}
+        return here | {sandbox_id for sandbox_id in wanted - here if claims.watched_elsewhere(sandbox_id)}
+
+    def add(self, sandbox_id: str) -> None:
+        """Watch the sandbox, unless a stream of this or another process does already."""
+        with self._lock:
+            watch = self._watches.get(sandbox_id)
+            if (watch is None or watch.ended) and get_claims().watch(sandbox_id):
+                self._start(sandbox_id)
+
+    def _start(self, sandbox_id: str) -> None:
+        self._watches[sandbox_id] = watch = SandboxWatch(sandbox_id, self.sign)
+        watch.start()
+
+    def sign(self, sandbox_id: str, urgent: bool = True) -> None:
+        """Something happened in the sandbox: poll it soon, once for a burst. urgent (a hook report, an
+        exit, a new foreground program): at most MIN_GAP_S after its last poll; output: after a gap
+        that grows while the sandbox prints on right after each poll."""
+        with self._lock:
+            now, last = time.monotonic(), self._last.get(sandbox_id, float("-inf"))
+            if urgent:
+                gap = MIN_GAP_S
+            elif sandbox_id in self._due:
+                return  # a poll is coming
+            else:
+                gap = self._gap.get(sandbox_id, MIN_GAP_S)
+                gap = min(gap * 2, OUTPUT_GAP_MAX_S) if now - last < 2 * gap else MIN_GAP_S
+                self._gap[sandbox_id] = gap
+            due = max(now + COALESCE_S, last + gap)
+            if due < self._due.get(sandbox_id, float("inf")):
+                self._due[sandbox_id] = due
+                self._wake.notify()
+
+    def _dispatch(self) -> None:
+        renewed = time.monotonic()
+        while True:
+            if time.monotonic() - renewed > RENEW_S:
+                self._renew()
+                renewed = time.monotonic()
+            with self._lock:
+                now = time.monotonic()
+                ready = [s for s, due in self._due.items() if due <= now and s not in self._running]
+                if not ready:
+                    later = [due - now for s, due in self._due.items() if s not in self._running]
+                    self._wake.wait(min([*later, RENEW_S]))
+                    continue
+                for sandbox_id in ready:
+                    del self._due[sandbox_id]
+                    self._running.add(sandbox_id)
+                    self._last[sandbox_id] = now
+            for sandbox_id in ready:
+                self._pool.submit(self._poll_one, sandbox_id)
+
+    def _renew(self) -> None:
+        """Keep this process's leases; a stream whose lease another process took (after this one missed
+        its renewals) is closed, and the next tick forgets it."""
+        claims = get_claims()
+        with self._lock:
+            watches = list(self._watches.values())
+        for watch in watches:
+            try:
+                if not claims.watch(watch.sandbox_id):
+                    watch.close()
+            except Exception:  # Redis away: the leases expire, the streams stay until it is back
+                logger.warning("could not renew the watch of sandbox %s", watch.sandbox_id, exc_info=True)
+
+    def _poll_one(self, sandbox_id: str) -> None:
+        try:
+            with self._lock:
+                watch = self._watches.get(sandbox_id)
+            if watch is not None:
+                watch.resume()  # first: output from now on is a new sign, so none is missed
+            self._poll(sandbox_id)
+        except Exception:
+            logger.exception("the poll of sandbox %s after a sign failed", sandbox_id)
+        finally:
+            with self._lock:
+                self._running.discard(sandbox_id)
+                if sandbox_id in self._due:
+                    self._wake.notify()
+
+
+_watcher: Watcher | None = None
+_watcher_lock = threading.Lock()
+
+
+def get_watcher(poll: Callable[[str], object]) -> Watcher:
+    global _watcher
+    with _watcher_lock:
+        if _watcher is None:
+            _watcher = Watcher(poll)
+        return _watcher

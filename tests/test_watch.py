@@ -1,0 +1,207 @@
+"""The watcher (agents.watch): status pushed by each sandbox's tmux control-mode stream, not polled.
+
+cocoond runs here with a 60 s poll tick, so every status change that arrives within seconds was pushed.
+"""
+
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import Cocoond
+
+TICK_S = "60"
+
+
+def start_watched(folder: Any, **env: str) -> Cocoond:
+    instance = Cocoond(data=folder / "data", env={"COCOON_POLL_INTERVAL_S": TICK_S, **env}).start()
+    # A shell whose status hooks count, as Claude Code's and Codex's do: cocoon-status is its hook.
+    instance.call("profile.create", {"name": "hooked", "command": ["bash", "-l"], "hooks": True})
+    return instance
+
+
+@pytest.fixture(scope="module")
+def watched(
+    tmp_path_factory: pytest.TempPathFactory, docker_client: Any, sandbox_image: str
+) -> Iterator[Cocoond]:
+    instance = start_watched(tmp_path_factory.mktemp("watched"))
+    yield instance
+    instance.stop()
+
+
+def call(cocoond: Cocoond, method: str, **params: Any) -> Any:
+    return cocoond.call(method, params)
+
+
+def sandbox_exec(cocoond: Cocoond, sandbox: dict, script: str) -> dict:
+    return call(cocoond, "sandbox.exec", sandboxId=sandbox["id"], command=["sh", "-c", script])
+
+
+def new_sandbox(cocoond: Cocoond) -> dict:
+    return call(cocoond, "sandbox.create", network="none")
+
+
+def spawn_idle(cocoond: Cocoond, sandbox: dict) -> dict:
+    agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="hooked")
+    # The first status comes from the first tick after the spawn (at most TICK_S) or from a sign.
+    assert call(cocoond, "agent.wait", agentId=agent["id"], until=["idle"], timeoutS=90)["status"] == "idle"
+    return agent
+
+
+def until(cocoond: Cocoond, agent: dict, status: str, timeout: float = 5) -> dict:
+    return call(cocoond, "agent.wait", agentId=agent["id"], until=[status], timeoutS=timeout)
+
+
+def test_hook_reports_output_and_exits_arrive_without_a_tick(watched: Cocoond) -> None:
+    sandbox = new_sandbox(watched)
+    try:
+        agent = spawn_idle(watched, sandbox)
+        # A hook report (cocoon-status, as the agents' native hooks call it), pushed: well under the tick.
+        latencies = []
+        for status in ["blocked", "done", "blocked", "done", "blocked", "done"]:
+            started = time.monotonic()
+            sandbox_exec(watched, sandbox, f"cocoon-status {status} {agent['id']}")
+            assert until(watched, agent, status)["statusSource"] == "hook"
+            latencies.append(time.monotonic() - started)
+        assert statistics.median(latencies) < 1.5, latencies
+
+        # Typing makes it work and its output makes it idle again: screen changes, pushed.
+        call(watched, "agent.send_input", agentId=agent["id"], text="sleep 2; echo slept-$((6*7))")
+        assert until(watched, agent, "working")["status"] == "working"
+        assert until(watched, agent, "idle", timeout=10)["status"] == "idle"
+        assert "slept-42" in call(watched, "agent.read", agentId=agent["id"])["screen"]
+
+        # Its program ends: the exit code, pushed.
+        call(watched, "agent.send_input", agentId=agent["id"], text="exit 7")
+        exited = until(watched, agent, "exited")
+        assert (exited["status"], exited["exitCode"]) == ("exited", 7)
+    finally:
+        call(watched, "sandbox.delete", sandboxId=sandbox["id"])
+
+
+def test_a_flooding_sandbox_costs_a_few_polls_and_never_delays_another(
+    watched: Cocoond, docker_client: Any
+) -> None:
+    noisy, quiet = new_sandbox(watched), new_sandbox(watched)
+    try:
+        loud, calm = spawn_idle(watched, noisy), spawn_idle(watched, quiet)
+        # One agent prints without pause, another renames its tmux window as fast as it can.
+        call(watched, "agent.send_input", agentId=loud["id"], text="yes flood")
+        second = call(watched, "agent.spawn", sandboxId=noisy["id"], profile="shell")
+        call(
+            watched,
+            "agent.send_input",
+            agentId=second["id"],
+            text="while :; do tmux -L cocoon rename-window x$RANDOM; done",
+        )
+        time.sleep(2)
+        container = docker_client.containers.get(f"{watched.instance}-{noisy['id']}")
+        since = time.time()
+        latencies = []
+        for status in ["blocked", "done", "blocked", "done"]:
+            started = time.monotonic()
+            sandbox_exec(watched, quiet, f"cocoon-status {status} {calm['id']}")
+            assert until(watched, calm, status)["status"] == status
+            latencies.append(time.monotonic() - started)
+        time.sleep(max(0.0, 5 - (time.time() - since)))
+        ended = time.time()
+        assert statistics.median(latencies) < 1.5, latencies
+        # The noisy sandbox is polled at most once per MIN_GAP_S (0.25 s), however much it prints.
+        execs = docker_client.events(
+            since=since, until=ended, filters={"container": container.id, "event": "exec_create"}, decode=True
+        )
+        assert len(list(execs)) <= (ended - since) / 0.25 + 2
+        assert until(watched, loud, "working")["status"] == "working"
+    finally:
+        call(watched, "sandbox.delete", sandboxId=noisy["id"])
+        call(watched, "sandbox.delete", sandboxId=quiet["id"])
+
+
+def test_a_sandbox_that_kills_its_watch_stream_is_watched_again(watched: Cocoond) -> None:
+    sandbox = new_sandbox(watched)
+    try:
+        agent = spawn_idle(watched, sandbox)
+        killed = sandbox_exec(watched, sandbox, "tmux -L cocoon kill-session -t =cocoon-watch")
+        assert killed["exitCode"] == 0
+        # A new stream (at once, or within RETRY_S): long before the next tick, reports are pushed again.
+        time.sleep(6)
+        latencies = []
+        for status in ["blocked", "done", "blocked"]:
+            started = time.monotonic()
+            sandbox_exec(watched, sandbox, f"cocoon-status {status} {agent['id']}")
+            assert until(watched, agent, status)["status"] == status
+            latencies.append(time.monotonic() - started)
+        assert max(latencies) < 2, latencies
+        # The agent's session is still there and still its own.
+        assert agent["id"] in sandbox_exec(watched, sandbox, "tmux -L cocoon ls")["stdout"]
+    finally:
+        call(watched, "sandbox.delete", sandboxId=sandbox["id"])
+
+
+def test_many_agents_in_one_sandbox_each_get_their_own_status(watched: Cocoond) -> None:
+    sandbox = new_sandbox(watched)
+    try:
+        agents = [call(watched, "agent.spawn", sandboxId=sandbox["id"], profile="hooked") for _ in range(4)]
+        for agent in agents:
+            assert until(watched, agent, "idle", timeout=90)["status"] == "idle"
+        errors: list[str] = []
+
+        def report(agent: dict, status: str) -> None:
+            sandbox_exec(watched, sandbox, f"cocoon-status {status} {agent['id']}")
+            if until(watched, agent, status)["status"] != status:
+                errors.append(agent["id"])
+
+        threads = [
+            threading.Thread(target=report, args=(agent, ["blocked", "done"][i % 2]))
+            for i, agent in enumerate(agents)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        statuses = [call(watched, "agent.get", agentId=agent["id"])["status"] for agent in agents]
+        assert statuses == ["blocked", "done", "blocked", "done"]
+    finally:
+        call(watched, "sandbox.delete", sandboxId=sandbox["id"])
+
+
+def test_an_overlong_line_leaves_the_stream_working(watched: Cocoond) -> None:
+    sandbox = new_sandbox(watched)
+    try:
+        printer, reporter = spawn_idle(watched, sandbox), spawn_idle(watched, sandbox)
+        # 4 MB without a newline: tmux forwards it as long %output lines, which the watcher skips.
+        flood = "head -c 4000000 /dev/zero | tr '\\0' a"
+        call(watched, "agent.send_input", agentId=printer["id"], text=flood)
+        time.sleep(2)
+        for status in ["blocked", "done"]:
+            started = time.monotonic()
+            sandbox_exec(watched, sandbox, f"cocoon-status {status} {reporter['id']}")
+            assert until(watched, reporter, status)["status"] == status
+            assert time.monotonic() - started < 2
+    finally:
+        call(watched, "sandbox.delete", sandboxId=sandbox["id"])
+
+
+def test_a_bwrap_sandbox_is_watched_from_inside_its_namespaces(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    cocoond = start_watched(tmp_path_factory.mktemp("watched-bwrap"), COCOON_DRIVER="bwrap")
+    try:
+        sandbox = new_sandbox(cocoond)
+        agent = spawn_idle(cocoond, sandbox)
+        latencies = []
+        for status in ["blocked", "done", "blocked"]:
+            started = time.monotonic()
+            sandbox_exec(cocoond, sandbox, f"cocoon-status {status} {agent['id']}")
+            assert until(cocoond, agent, status)["status"] == status
+            latencies.append(time.monotonic() - started)
+        assert max(latencies) < 2, latencies
+        # The stream's tmux client runs inside the sandbox's namespaces (its ps shows it), not on the host.
+        assert "-C attach -t =cocoon-watch" in sandbox_exec(cocoond, sandbox, "ps -eo args")["stdout"]
+        call(cocoond, "sandbox.delete", sandboxId=sandbox["id"])
+    finally:
+        cocoond.stop()

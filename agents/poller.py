@@ -53,7 +53,7 @@ def poll_all(only: str | None = None) -> int:
     if only is None and settings.COCOON_WATCH_AGENTS:
         # Sandboxes whose watcher stream is up are polled when they give a sign, and here only as a
         # safety net; this tick also starts and ends the streams (agents.watch).
-        watched = watch.get_watcher(poll_signed).supervise(due)
+        watched = _watcher().supervise(due)
         due -= {sandbox_id for sandbox_id in watched if claims.polled_within(sandbox_id, watch.SAFETY_S)}
     return _poll_claimed(claims.claim(due), live)
 
@@ -61,7 +61,28 @@ def poll_all(only: str | None = None) -> int:
 def watch_sandbox(sandbox_id: str) -> None:
     """Watch the sandbox from this process from now on (its first agent was just spawned)."""
     if settings.COCOON_WATCH_AGENTS and _live_agents().filter(sandbox_id=sandbox_id).exists():
-        watch.get_watcher(poll_signed).add(sandbox_id)
+        _watcher().add(sandbox_id)
+
+
+def _watcher() -> watch.Watcher:
+    return watch.get_watcher(poll_signed, apply_report)
+
+
+def apply_report(sandbox_id: str, agent_id: str, report: str) -> None:
+    """A hook report the watcher read on its stream, applied at once as a poll that saw it and nothing
+    else new would (the poll its sign brings checks the rest). Left to a poll under way, which reads
+    the same report from its file."""
+    claims = get_claims()
+    if not claims.claim({sandbox_id}):
+        return
+    try:
+        agent = _live_agents().filter(sandbox_id=sandbox_id, pk=agent_id).first()
+        profile = AgentProfile.objects.filter(name=agent.profile).first() if agent else None
+        if agent is not None and profile is not None:
+            seen = (agent.foreground, agent.screen_hash, "", "")  # nothing but the report is new
+            _observe(agent, screen_rules(profile), True, "", "", report, *seen)
+    finally:
+        claims.release(sandbox_id, polled=False)
 
 
 def _live_agents() -> QuerySet[Agent]:
@@ -77,7 +98,7 @@ def poll_signed(sandbox_id: str) -> None:
     if claimed:
         _poll_claimed(claimed, live)
     if live.exists():
-        watcher = watch.get_watcher(poll_signed)
+        watcher = _watcher()
         watcher.add(sandbox_id)  # the stream that gave the sign may have ended since
         if not claimed:
             watcher.sign(sandbox_id)

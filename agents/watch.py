@@ -4,10 +4,11 @@ One long-lived stream per sandbox with live agents: tmux's control mode inside t
 WATCH), reached through the driver's terminal, so it works wherever attach works (Docker, Podman, bwrap
 inside the sandbox's namespaces, gVisor) and adds no program to the image. tmux tells it the moment an
 agent's pane prints (%output), a hook report or an exit is recorded (the events pane prints), a
-foreground program changes (%window-renamed) or a session comes or goes. The watcher reads nothing of
-what was printed: it pauses that pane (so a busy agent costs one line, not a byte stream) and asks the
+foreground program changes (%window-renamed) or a session comes or goes. Of what agents print it reads
+nothing: it pauses that pane (so a busy agent costs one line, not a byte stream) and asks the
 dispatcher for a poll of the sandbox, which decides as before (agents.poller, agents.status) and
-continues the paused panes first, so nothing printed in between is missed.
+continues the paused panes first, so nothing printed in between is missed. Hook reports on the events
+pane it does read, and has applied at once (agents.poller.apply_report), before that poll.
 
 Everything on the stream is the sandbox's, so hostile: lines are bounded and matched strictly, anything
 else is ignored; a flood of notifications costs at most one poll per MIN_GAP_S of that sandbox, and each
@@ -44,6 +45,10 @@ POLL_PARALLEL = 8
 PANE = re.compile(rb"%[0-9]{1,9}")
 WINDOW = re.compile(rb"cocoon-window (ag_[a-z0-9]{1,36}) (@[0-9]{1,9}) ([0-9]{1,4})")
 EVENTS_PANE = re.compile(rb"cocoon-events (%[0-9]{1,9})")
+# A hook report on the events pane as cocoon-status writes it ("<agent> <status> <epoch>"), after tmux's
+# control-mode escaping (a line ends in \015\012); anything else there is only a sign.
+REPORT = re.compile(rb"(ag_[a-z0-9]{1,36}) ((?:working|blocked|done|idle) [0-9]{1,12}(?:\.[0-9]{1,9})?)")
+REPORTS_MAX = 16  # reports taken from one %output line
 # Notifications that mean: look at this sandbox's agents again.
 SIGNS = {
     b"%window-renamed",  # a foreground program changed (automatic-rename)
@@ -58,9 +63,15 @@ RELINK = {b"%sessions-changed", b"%unlinked-window-add", b"%window-add"}
 class SandboxWatch:
     """One sandbox's control-mode stream, read by a thread of its own."""
 
-    def __init__(self, sandbox_id: str, on_sign: Callable[[str, bool], None]) -> None:
+    def __init__(
+        self,
+        sandbox_id: str,
+        on_sign: Callable[[str, bool], None],
+        on_report: Callable[[str, str, str], None],
+    ) -> None:
         self.sandbox_id = sandbox_id
         self._on_sign = on_sign
+        self._on_report = on_report
         self._lock = threading.Lock()
         self._paused: set[bytes] = set()
         self._tty: TtySession | None = None
@@ -139,8 +150,14 @@ class SandboxWatch:
         if kind in {b"%output", b"%extended-output", b"%pause"}:
             pane = rest.split(b" ", 1)[0]
             if PANE.fullmatch(pane):
+                events = pane == self._events_pane
+                if events and kind != b"%pause":
+                    # %extended-output (pause-after is on) has the age and more before " : ".
+                    value = rest.partition(b" : " if kind == b"%extended-output" else b" ")[2]
+                    self._reports(value)
+                # Paused like the rest: a flood of reports costs one line per poll, not a stream.
                 self._pause(pane, already=kind == b"%pause")
-                self._on_sign(self.sandbox_id, pane == self._events_pane)
+                self._on_sign(self.sandbox_id, events)
         elif kind in SIGNS:
             self._on_sign(self.sandbox_id, True)
         elif kind in RELINK:
@@ -159,6 +176,14 @@ class SandboxWatch:
             if found and found[3] == b"1":  # an agent's window linked into its own session only
                 self._send(b"link-window -d -s " + found[2] + b" -t =" + tmux.WATCH_SESSION.encode() + b":")
 
+    def _reports(self, output: bytes) -> None:
+        """The hook reports in the output of the events pane: applied at once (agents.poller)."""
+        text = output.replace(b"\\015", b"")
+        for line in text.split(b"\\012")[:REPORTS_MAX]:
+            found = REPORT.fullmatch(line)
+            if found:
+                self._on_report(self.sandbox_id, found[1].decode(), found[2].decode())
+
     def _pause(self, pane: bytes, already: bool) -> None:
         with self._lock:
             if pane in self._paused or len(self._paused) >= PANES_MAX:
@@ -171,14 +196,16 @@ class SandboxWatch:
 class Watcher:
     """Every watched sandbox of this process, and the dispatcher that turns their signs into polls."""
 
-    def __init__(self, poll: Callable[[str], object]) -> None:
+    def __init__(self, poll: Callable[[str], object], apply: Callable[[str, str, str], object]) -> None:
         self._poll = poll
+        self._apply = apply
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._watches: dict[str, SandboxWatch] = {}
         self._due: dict[str, float] = {}  # sandbox -> when its poll may start
         self._last: dict[str, float] = {}  # sandbox -> when its last poll started
         self._gap: dict[str, float] = {}  # sandbox -> how long after its last poll output may poll it
+        self._reports: dict[str, dict[str, str]] = {}  # sandbox -> agent -> hook report not yet applied
         self._running: set[str] = set()
         self._pool = ThreadPoolExecutor(POLL_PARALLEL, thread_name_prefix="watch-poll")
         self._dispatcher = threading.Thread(target=self._dispatch, name="watch-dispatch", daemon=True)
@@ -213,7 +240,7 @@ class Watcher:
                 self._start(sandbox_id)
 
     def _start(self, sandbox_id: str) -> None:
-        self._watches[sandbox_id] = watch = SandboxWatch(sandbox_id, self.sign)
+        self._watches[sandbox_id] = watch = SandboxWatch(sandbox_id, self.sign, self.report)
         watch.start()
 
     def sign(self, sandbox_id: str, urgent: bool = True) -> None:
@@ -234,6 +261,26 @@ class Watcher:
             if due < self._due.get(sandbox_id, float("inf")):
                 self._due[sandbox_id] = due
                 self._wake.notify()
+
+    def report(self, sandbox_id: str, agent_id: str, report: str) -> None:
+        """A hook report from the stream: applied now, without a poll (the urgent sign's poll follows).
+        Each agent's latest only, and one job per sandbox at a time."""
+        with self._lock:
+            queued = sandbox_id in self._reports  # its job is queued and takes this one too
+            pending = self._reports.setdefault(sandbox_id, {})
+            if agent_id in pending or len(pending) < REPORTS_MAX:
+                pending[agent_id] = report
+        if not queued:
+            self._pool.submit(self._apply_reports, sandbox_id)
+
+    def _apply_reports(self, sandbox_id: str) -> None:
+        with self._lock:
+            pending = self._reports.pop(sandbox_id, {})
+        for agent_id, report in pending.items():
+            try:
+                self._apply(sandbox_id, agent_id, report)
+            except Exception:
+                logger.exception("the hook report of agent %s could not be applied", agent_id)
 
     def _dispatch(self) -> None:
         renewed = time.monotonic()
@@ -288,9 +335,9 @@ _watcher: Watcher | None = None
 _watcher_lock = threading.Lock()
 
 
-def get_watcher(poll: Callable[[str], object]) -> Watcher:
+def get_watcher(poll: Callable[[str], object], apply: Callable[[str, str, str], object]) -> Watcher:
     global _watcher
     with _watcher_lock:
         if _watcher is None:
-            _watcher = Watcher(poll)
+            _watcher = Watcher(poll, apply)
         return _watcher

@@ -194,3 +194,28 @@ def test_a_bwrap_sandbox_is_watched_from_inside_its_namespaces(
         call(cocoond, "sandbox.delete", sandboxId=sandbox["id"])
     finally:
         cocoond.stop()
+
+
+def test_reports_on_the_stream_reach_only_agents_of_their_own_sandbox(watched: Cocoond) -> None:
+    mine, other = new_sandbox(watched), new_sandbox(watched)
+    try:
+        agent, victim = spawn_idle(watched, mine), spawn_idle(watched, other)
+        fifo = "/opt/cocoon/status/.events"
+        # Forged and malformed lines on this sandbox's events FIFO: a report for another sandbox's agent,
+        # an unknown status, an overlong id, a line of 60 KB.
+        forged = [
+            f"{victim['id']} blocked 9999999999.5",
+            f"{agent['id']} rooted 9999999999.5",
+            f"ag_{'a' * 200} blocked 1",
+            "x" * 60_000,
+        ]
+        script = " ; ".join(f"echo '{line}' > {fifo}" for line in forged)
+        sandbox_exec(watched, mine, script)
+        time.sleep(2)
+        assert call(watched, "agent.get", agentId=victim["id"])["status"] == "idle"
+        assert call(watched, "agent.get", agentId=agent["id"])["status"] == "idle"
+        # The stream still works for its own agent.
+        assert max(hook_latencies(watched, mine, agent, ["blocked", "done"])) < 2
+    finally:
+        call(watched, "sandbox.delete", sandboxId=mine["id"])
+        call(watched, "sandbox.delete", sandboxId=other["id"])

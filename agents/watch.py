@@ -219,8 +219,8 @@ class Watcher:
         with self._lock:
             for sandbox_id in list(self._watches):
                 watch = self._watches[sandbox_id]
-                # Gone, ended, or its lease lost (this process missed ticks): another takes over.
-                if sandbox_id not in wanted or watch.ended or not claims.watch(sandbox_id):
+                # Gone, or ended (by itself, or closed by _renew when another process took its lease).
+                if sandbox_id not in wanted or watch.ended:
                     watch.close()
                     del self._watches[sandbox_id]
                     claims.unwatch(sandbox_id)

@@ -10,14 +10,23 @@ dispatcher for a poll of the sandbox, which decides as before (agents.poller, ag
 continues the paused panes first, so nothing printed in between is missed. Hook reports on the events
 pane it does read, and has applied at once (agents.poller.apply_report), before that poll.
 
+One thread reads all streams (Reader: a selector over their descriptors, one bounded read per ready
+stream and round), and none of it blocks on a sandbox: descriptors are non-blocking, and opening a
+stream (engine round trips) and closing one happen in small pools. So 200 sandboxes cost one thread and
+200 descriptors, not 200 threads.
+
 Everything on the stream is the sandbox's, so hostile: lines are bounded and matched strictly, anything
-else is ignored; a flood of notifications costs at most one poll per MIN_GAP_S of that sandbox, and each
-stream has its own thread, so one sandbox never delays another's status. The periodic poll stays as the
-safety net, for sandboxes whose stream is down and once every SAFETY_S for the others.
+else is ignored; a flood of notifications costs at most one poll per MIN_GAP_S of that sandbox; a
+sandbox that stops reading its control client loses its stream (a write would block), not the Reader.
+The periodic poll stays as the safety net, for sandboxes whose stream is down and once every SAFETY_S
+for the others.
 """
 
+import contextlib
 import logging
+import os
 import re
+import selectors
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -42,6 +51,8 @@ RETRY_S = 5  # a stream that ended by itself is opened again after this long (th
 LINE_MAX = 64 * 1024  # longer lines (a pane's output) are skipped unread up to their end
 PANES_MAX = 1024  # panes paused at once; a sandbox with more has the rest sign without a pause
 POLL_PARALLEL = 8
+OPEN_PARALLEL = 4  # streams opened at once (engine round trips), e.g. for every sandbox after a restart
+READ_MAX = 64 * 1024  # read from one stream per round of the Reader
 PANE = re.compile(rb"%[0-9]{1,9}")
 WINDOW = re.compile(rb"cocoon-window (ag_[a-z0-9]{1,36}) (@[0-9]{1,9}) ([0-9]{1,4})")
 EVENTS_PANE = re.compile(rb"cocoon-events (%[0-9]{1,9})")
@@ -61,35 +72,55 @@ RELINK = {b"%sessions-changed", b"%unlinked-window-add", b"%window-add"}
 
 
 class SandboxWatch:
-    """One sandbox's control-mode stream, read by a thread of its own."""
+    """One sandbox's control-mode stream: opened by a pool thread, then read by the Reader with the rest.
+
+    Its descriptor is non-blocking, so neither a read nor a write ever waits on the sandbox: a sandbox that
+    stops reading its control client has a write fail, and its stream is closed (and opened again later),
+    rather than stalling the thread that serves every stream.
+    """
 
     def __init__(
         self,
         sandbox_id: str,
         on_sign: Callable[[str, bool], None],
         on_report: Callable[[str, str, str], None],
+        on_end: Callable[[str], None],
+        reader: "Reader",
     ) -> None:
         self.sandbox_id = sandbox_id
         self._on_sign = on_sign
         self._on_report = on_report
-        self._lock = threading.Lock()
+        self._on_end = on_end
+        self._reader = reader
+        self._lock = threading.Lock()  # the paused panes, and one writer at a time
         self._paused: set[bytes] = set()
-        self._tty: TtySession | None = None
+        self.tty: TtySession | None = None
+        self.fd = -1  # the descriptor the Reader selects on, once it does
         self._events_pane = b""  # the pane that reads the events FIFO: its output is urgent
-        self._closed = False  # by the watcher: the sandbox needs no stream (or another process has it)
-        self._exited = False  # by tmux
+        self._pending = b""  # the start of a line whose end has not come yet
+        self._skipping = False  # the rest of an overlong line, dropped up to its newline
+        self.closed = False  # by the watcher: the sandbox needs no stream (or another process has it)
+        self.exited = False  # by tmux
         self.ended = False
         self.connected = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"watch-{sandbox_id}", daemon=True)
 
-    def start(self) -> None:
-        self.thread.start()
+    def open(self) -> None:
+        """Start tmux's control client in the sandbox (blocking: engine round trips)."""
+        self.tty = get_driver().open_tty(self.sandbox_id, ["sh", "-c", tmux.WATCH])
+        self._send(tmux.WINDOWS.encode())
+        self._send(tmux.EVENTS_PANE.encode())
 
     def close(self) -> None:
-        self._closed = True
-        tty = self._tty
-        if tty is not None:
-            tty.close()
+        """The watcher needs this stream no more."""
+        self.closed = True
+        self._reader.drop(self)
+
+    def end(self) -> None:
+        """The stream is over (called once, by the Reader or the opener): unless the watcher closed it, a
+        poll follows after a pause, which opens a new stream if it is still wanted."""
+        self.ended = True
+        if not self.closed:
+            self._on_end(self.sandbox_id)
 
     def resume(self) -> None:
         """Let tmux send the paused panes' output again (before their sandbox is polled)."""
@@ -99,51 +130,30 @@ class SandboxWatch:
             self._send(b"refresh-client -A '" + pane + b":continue'")
 
     def _send(self, command: bytes) -> None:
-        tty = self._tty
-        if tty is None:
+        tty = self.tty
+        if tty is None or self.exited:
             return
         try:
-            tty.write(command + b"\n")
-        except OSError:  # the stream broke: its reader ends, and a new one is opened
-            tty.close()
+            with self._lock:
+                tty.write(command + b"\n")
+        except OSError:  # broken, or the sandbox does not read: its stream ends and a new one is opened
+            self.exited = True
+            self._reader.drop(self)
 
-    def _run(self) -> None:
-        try:
-            self._tty = get_driver().open_tty(self.sandbox_id, ["sh", "-c", tmux.WATCH])
-            if self._closed:
-                return
-            self._send(tmux.WINDOWS.encode())
-            self._send(tmux.EVENTS_PANE.encode())
-            self._read()
-        except Exception:  # a sandbox that went away, an engine restart
-            logger.info("the watch of sandbox %s ended", self.sandbox_id, exc_info=True)
-        finally:
-            self.ended, closed = True, self._closed
-            tty = self._tty
-            if tty is not None:
-                tty.close()
-        if not closed:  # it ended by itself: after a pause, a poll, which opens a new stream if still wanted
-            time.sleep(RETRY_S)
-            self._on_sign(self.sandbox_id, True)
-
-    def _read(self) -> None:
-        assert self._tty is not None
-        pending, skipping = b"", False
-        while not (self._closed or self._exited):
-            data = self._tty.read()
-            if not data:
-                return
-            pending += data
-            while True:
-                line, found, rest = pending.partition(b"\n")
-                if not found:
-                    break
-                pending = rest
-                if not skipping:
-                    self._line(line.rstrip(b"\r"))
-                skipping = False
-            if len(pending) > LINE_MAX:  # the rest of an overlong line is dropped up to its newline
-                pending, skipping = b"", True
+    def feed(self, data: bytes) -> None:
+        """Output of the stream, in whatever pieces it came."""
+        pending = self._pending + data
+        while True:
+            line, found, rest = pending.partition(b"\n")
+            if not found:
+                break
+            pending = rest
+            if not self._skipping:
+                self._line(line.rstrip(b"\r"))
+            self._skipping = False
+        if len(pending) > LINE_MAX:
+            pending, self._skipping = b"", True
+        self._pending = pending
 
     def _line(self, line: bytes) -> None:
         kind, _, rest = line.partition(b" ")
@@ -166,7 +176,7 @@ class SandboxWatch:
         elif kind == b"%session-changed":
             self.connected.set()
         elif kind == b"%exit":
-            self._exited = True
+            self.exited = True
         elif kind == b"cocoon-events":
             found = EVENTS_PANE.fullmatch(line)
             if found:
@@ -193,6 +203,95 @@ class SandboxWatch:
             self._send(b"refresh-client -A '" + pane + b":pause'")
 
 
+class Reader:
+    """One thread that reads every stream of this process, through a selector on their descriptors: a
+    stream costs a registration, not a thread, and each ready stream gets one bounded read per round, so
+    a busy sandbox cannot hold up another's. Streams end here too, their descriptors closed by a pool
+    thread (closing a bwrap terminal waits for its process)."""
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._lock = threading.Lock()
+        self._added: list[SandboxWatch] = []
+        self._dropped: list[SandboxWatch] = []
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        self._selector.register(self._wake_read, selectors.EVENT_READ)
+        self._closer = ThreadPoolExecutor(2, thread_name_prefix="watch-close")
+        threading.Thread(target=self._run, name="watch-read", daemon=True).start()
+
+    def add(self, watch: SandboxWatch) -> None:
+        with self._lock:
+            self._added.append(watch)
+        self._wake()
+
+    def drop(self, watch: SandboxWatch) -> None:
+        with self._lock:
+            self._dropped.append(watch)
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # full: a wake is pending anyway
+            os.write(self._wake_write, b".")
+
+    def _run(self) -> None:
+        while True:
+            try:
+                for key, _events in self._selector.select():
+                    if key.data is None:
+                        self._changes()
+                    else:
+                        self._serve(key.data)
+            except Exception:  # a defect here must not end every stream's reading
+                logger.exception("the watch reader failed a round")
+                time.sleep(0.1)
+
+    def _changes(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.read(self._wake_read, 4096)
+        with self._lock:
+            added, self._added = self._added, []
+            dropped, self._dropped = self._dropped, []
+        for watch in added:
+            assert watch.tty is not None
+            try:
+                buffered = watch.tty.take_buffered()
+                os.set_blocking(watch.tty.fileno(), False)
+                self._selector.register(watch.tty.fileno(), selectors.EVENT_READ, watch)
+                watch.fd = watch.tty.fileno()
+            except (OSError, ValueError):  # it broke meanwhile
+                self._end(watch)
+                continue
+            if buffered:
+                watch.feed(buffered)
+            if watch.closed or watch.exited:
+                self._end(watch)
+        for watch in dropped:
+            self._end(watch)
+
+    def _serve(self, watch: SandboxWatch) -> None:
+        assert watch.tty is not None
+        data = watch.tty.read(READ_MAX)
+        if data:
+            try:
+                watch.feed(data)
+            except Exception:
+                logger.exception("the watch stream of sandbox %s failed", watch.sandbox_id)
+                data = b""
+        if not data or watch.closed or watch.exited:
+            self._end(watch)
+
+    def _end(self, watch: SandboxWatch) -> None:
+        if watch.ended:
+            return
+        if watch.fd >= 0:
+            self._selector.unregister(watch.fd)
+        if watch.tty is not None:
+            self._closer.submit(watch.tty.close)
+        watch.end()
+
+
 class Watcher:
     """Every watched sandbox of this process, and the dispatcher that turns their signs into polls."""
 
@@ -208,6 +307,8 @@ class Watcher:
         self._reports: dict[str, dict[str, str]] = {}  # sandbox -> agent -> hook report not yet applied
         self._running: set[str] = set()
         self._pool = ThreadPoolExecutor(POLL_PARALLEL, thread_name_prefix="watch-poll")
+        self._opener = ThreadPoolExecutor(OPEN_PARALLEL, thread_name_prefix="watch-open")
+        self._reader = Reader()
         self._dispatcher = threading.Thread(target=self._dispatch, name="watch-dispatch", daemon=True)
         self._dispatcher.start()
 
@@ -240,13 +341,29 @@ class Watcher:
                 self._start(sandbox_id)
 
     def _start(self, sandbox_id: str) -> None:
-        self._watches[sandbox_id] = watch = SandboxWatch(sandbox_id, self.sign, self.report)
-        watch.start()
+        watch = SandboxWatch(sandbox_id, self.sign, self.report, self._ended, self._reader)
+        self._watches[sandbox_id] = watch
+        self._opener.submit(self._open, watch)
 
-    def sign(self, sandbox_id: str, urgent: bool = True) -> None:
-        """Something happened in the sandbox: poll it soon, once for a burst. urgent (a hook report, an
-        exit, a new foreground program): at most MIN_GAP_S after its last poll; output: after a gap
-        that grows while the sandbox prints on right after each poll."""
+    def _open(self, watch: SandboxWatch) -> None:
+        try:
+            watch.open()
+        except Exception:  # a sandbox that went away, an engine restart
+            logger.info("the watch of sandbox %s could not start", watch.sandbox_id, exc_info=True)
+            watch.end()
+        else:
+            self._reader.add(watch)
+
+    def _ended(self, sandbox_id: str) -> None:
+        """A stream ended by itself: after a pause, a poll, which opens a new one if still wanted (the
+        tick covers the sandbox meanwhile)."""
+        logger.info("the watch of sandbox %s ended", sandbox_id)
+        self.sign(sandbox_id, after=RETRY_S)
+
+    def sign(self, sandbox_id: str, urgent: bool = True, after: float = COALESCE_S) -> None:
+        """Something happened in the sandbox: poll it soon (after `after`), once for a burst. urgent (a
+        hook report, an exit, a new foreground program): at most MIN_GAP_S after its last poll; output:
+        after a gap that grows while the sandbox prints on right after each poll."""
         with self._lock:
             now, last = time.monotonic(), self._last.get(sandbox_id, float("-inf"))
             if urgent:
@@ -257,7 +374,7 @@ class Watcher:
                 gap = self._gap.get(sandbox_id, MIN_GAP_S)
                 gap = min(gap * 2, OUTPUT_GAP_MAX_S) if now - last < 2 * gap else MIN_GAP_S
                 self._gap[sandbox_id] = gap
-            due = max(now + COALESCE_S, last + gap)
+            due = max(now + after, last + gap)
             if due < self._due.get(sandbox_id, float("inf")):
                 self._due[sandbox_id] = due
                 self._wake.notify()

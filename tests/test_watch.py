@@ -3,10 +3,12 @@
 cocoond runs here with a 60 s poll tick, so every status change that arrives within seconds was pushed.
 """
 
+import re
 import statistics
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -178,6 +180,29 @@ def test_an_overlong_line_leaves_the_stream_working(watched: Cocoond) -> None:
         assert max(hook_latencies(watched, sandbox, reporter, ["blocked", "done"])) < 2
     finally:
         call(watched, "sandbox.delete", sandboxId=sandbox["id"])
+
+
+def threads(pid: int) -> int:
+    return int(re.search(r"^Threads:\s+(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M)[1])
+
+
+def test_one_thread_reads_every_stream(watched: Cocoond) -> None:
+    assert watched.proc is not None
+    sandboxes = [new_sandbox(watched)]
+    try:
+        spawn_idle(watched, sandboxes[0])
+        before = threads(watched.proc.pid)
+        for _ in range(10):
+            sandboxes.append(new_sandbox(watched))
+            spawn_idle(watched, sandboxes[-1])
+        # Ten more streams, each pushing: a thread each would be ten more (the pools may grow a little).
+        assert threads(watched.proc.pid) - before < 6
+        for sandbox in (sandboxes[1], sandboxes[-1]):
+            agent = call(watched, "agent.list", sandboxId=sandbox["id"])[0]
+            assert max(hook_latencies(watched, sandbox, agent, ["blocked", "done"])) < 2
+    finally:
+        for sandbox in sandboxes:
+            call(watched, "sandbox.delete", sandboxId=sandbox["id"])
 
 
 def test_a_bwrap_sandbox_is_watched_from_inside_its_namespaces(

@@ -142,6 +142,15 @@ class TtySession(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
+    @abc.abstractmethod
+    def fileno(self) -> int:
+        """The descriptor a selector waits on: once it is readable, read() returns without blocking."""
+
+    def take_buffered(self) -> bytes:
+        """Output read off the descriptor already (so a selector would not see it), for the first read of
+        a session a selector serves; b"" when there is none. Never blocks."""
+        return b""
+
 
 def object_name(*parts: str) -> str:
     """Engine object names carry the instance prefix, so instances sharing an engine never collide."""

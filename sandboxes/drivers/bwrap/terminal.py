@@ -63,6 +63,9 @@ class BwrapTty(TtySession):
     def write(self, data: bytes) -> None:
         os.write(self.master, data)
 
+    def fileno(self) -> int:
+        return self.master
+
     def resize(self, cols: int, rows: int) -> None:
         self._set_size(cols, rows)
         with contextlib.suppress(ProcessLookupError):

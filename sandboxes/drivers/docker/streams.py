@@ -68,6 +68,21 @@ class DockerTty(TtySession):
     def close(self) -> None:
         self.sock.close()
 
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def take_buffered(self) -> bytes:
+        # What came in with the response headers (see _stream_reader). A read1 of READ_CHUNK hands over the
+        # whole buffer and reads on the socket only past it, so afterwards the socket tells all.
+        timeout = self.raw.gettimeout()
+        self.raw.settimeout(0)
+        try:
+            return self.reader.read1(READ_CHUNK)  # b"" when the socket has nothing: it would block
+        except OSError:
+            return b""
+        finally:
+            self.raw.settimeout(timeout)
+
 
 class DockerExec(DockerEngine):
     def exec(

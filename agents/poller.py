@@ -35,6 +35,7 @@ SCREEN_HASH = re.compile(r"[0-9a-f]{32}")
 # base64 characters of a screen (or of its scrollback): tmux.TEXT_BYTES fit.
 SCREEN_TEXT_MAX = (tmux.TEXT_BYTES + 2) * 4 // 3 + 4
 AGENT_SESSION = re.compile(r"ag_[a-z0-9]{1,36}")
+RECHECK_MARGIN_S = 0.1  # a recheck comes this much after the decision may change, never just before
 SWEEP_GRACE_S = 60  # a session younger than this may still be getting its row
 STATUS_LINES = 50  # the status patterns read the screen's last non-blank lines
 
@@ -68,13 +69,13 @@ def _watcher() -> watch.Watcher:
     return watch.get_watcher(poll_signed, apply_report)
 
 
-def apply_report(sandbox_id: str, agent_id: str, report: str) -> None:
+def apply_report(sandbox_id: str, agent_id: str, report: str) -> bool:
     """A hook report the watcher read on its stream, applied at once as a poll that saw it and nothing
-    else new would (the poll its sign brings checks the rest). Left to a poll under way, which reads
-    the same report from its file."""
+    else new would (the poll its sign brings checks the rest). False while a poll of the sandbox is
+    under way: it may have read the report files already, so the watcher tries again after it."""
     claims = get_claims()
     if not claims.claim({sandbox_id}):
-        return
+        return False
     try:
         agent = _live_agents().filter(sandbox_id=sandbox_id, pk=agent_id).first()
         profile = AgentProfile.objects.filter(name=agent.profile).first() if agent else None
@@ -83,6 +84,7 @@ def apply_report(sandbox_id: str, agent_id: str, report: str) -> None:
             _observe(agent, screen_rules(profile), True, "", "", report, *seen)
     finally:
         claims.release(sandbox_id, polled=False)
+    return True
 
 
 def _live_agents() -> QuerySet[Agent]:
@@ -226,6 +228,9 @@ def _observe(
     exit_code = rules.parse_exit_code(code)
     seen = rules.Observation(alive, exit_code, hook.strip()[:100], command.strip()[:100], facts)
     decision = rules.decide(profile_rules, memory, seen, now.timestamp())
+    if decision.recheck_s is not None and settings.COCOON_WATCH_AGENTS:
+        # Time passing gives no sign: the watcher polls again when this decision may change.
+        _watcher().sign(agent.sandbox_id, after=max(decision.recheck_s, 0) + RECHECK_MARGIN_S)
     fields |= {
         "rule_detail": decision.detail[:300],
         "hook_report": seen.hook,

@@ -6,6 +6,7 @@ still on the screen; for shells the foreground process; then the screen: the wor
 start-up grace, a moving screen, and quiet — `done` after a task, `idle` before any.
 """
 
+import dataclasses
 import logging
 import math
 import posixpath
@@ -31,6 +32,7 @@ HOOK_STATUSES = {AgentStatus.WORKING, AgentStatus.BLOCKED, AgentStatus.DONE, Age
 SETTLE_S = 3  # a moving screen must be still this long before working becomes done or idle
 HOOK_FRESHNESS_S = 15  # a hook's `working` with a quiet screen and no indicator this long hands over
 STARTUP_GRACE_S = 10  # a just-started CLI draws its first screens: no settling to idle/done yet
+QUESTION_RECHECK_S = 0.5  # a question that just appeared stands still if it is still there this much later
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,9 @@ class Decision:
     rule: str
     detail: str = ""  # the pattern, command or hook report the rule looked at
     exit_code: int | None = None
+    # Seconds after which the same screen may decide otherwise (a rule that counts quiet time): the
+    # watcher looks again then, as nothing in the sandbox will give a sign for time passing.
+    recheck_s: float | None = None
 
 
 def parse_hook(report: str) -> tuple[str, float] | None:
@@ -155,6 +160,16 @@ def hook_counts(memory: Memory, report: tuple[str, float] | None) -> bool:
 
 
 def decide(rules: ScreenRules, memory: Memory, seen: Observation, now: float) -> Decision:
+    decision = _decide(rules, memory, seen, now)
+    # A question that just appeared blocks once it has stood still: look again soon.
+    question = (seen.screen or memory.screen).question and seen.screen is not None
+    if question and decision.status != AgentStatus.EXITED:
+        recheck = min(decision.recheck_s or QUESTION_RECHECK_S, QUESTION_RECHECK_S)
+        return dataclasses.replace(decision, recheck_s=recheck)
+    return decision
+
+
+def _decide(rules: ScreenRules, memory: Memory, seen: Observation, now: float) -> Decision:
     heuristic = StatusSource.HEURISTIC
     if not seen.alive:
         return Decision(AgentStatus.EXITED, heuristic, StatusRule.SESSION_ENDED, exit_code=seen.exit_code)
@@ -162,9 +177,12 @@ def decide(rules: ScreenRules, memory: Memory, seen: Observation, now: float) ->
     quiet_s = 0.0 if seen.screen is not None else now - memory.last_change_at
     report = parse_hook(seen.hook) if rules.hooks else None
     if report is not None and hook_counts(memory, report):
-        stale = report[0] == AgentStatus.WORKING and quiet_s > HOOK_FRESHNESS_S and not screen.indicator
-        if not stale:
-            return Decision(report[0], StatusSource.HOOK, StatusRule.HOOK, detail=seen.hook.strip())
+        working = report[0] == AgentStatus.WORKING and not screen.indicator
+        if not (working and quiet_s > HOOK_FRESHNESS_S):  # a stale `working` hands over
+            recheck = HOOK_FRESHNESS_S - quiet_s if working else None
+            return Decision(
+                report[0], StatusSource.HOOK, StatusRule.HOOK, seen.hook.strip(), recheck_s=recheck
+            )
     # A question that stands still (not prose streaming past) blocks any agent, a shell's script too.
     if screen.question and quiet_s > 0:
         return Decision(AgentStatus.BLOCKED, heuristic, StatusRule.QUESTION, screen.question)
@@ -175,13 +193,13 @@ def decide(rules: ScreenRules, memory: Memory, seen: Observation, now: float) ->
     if screen.indicator:
         return Decision(AgentStatus.WORKING, heuristic, StatusRule.WORKING_INDICATOR)
     has_task = memory.last_input_at is not None
-    if now - memory.created_at < STARTUP_GRACE_S:
+    if (age := now - memory.created_at) < STARTUP_GRACE_S:
         status = AgentStatus.WORKING if has_task else AgentStatus.UNKNOWN
-        return Decision(status, heuristic, StatusRule.START_UP_GRACE)
+        return Decision(status, heuristic, StatusRule.START_UP_GRACE, recheck_s=STARTUP_GRACE_S - age)
     if seen.screen is not None:
-        return Decision(AgentStatus.WORKING, heuristic, StatusRule.SCREEN_CHANGING)
+        return Decision(AgentStatus.WORKING, heuristic, StatusRule.SCREEN_CHANGING, recheck_s=SETTLE_S)
     if memory.status == AgentStatus.WORKING and quiet_s < SETTLE_S:
-        return Decision(AgentStatus.WORKING, heuristic, StatusRule.SETTLING)
+        return Decision(AgentStatus.WORKING, heuristic, StatusRule.SETTLING, recheck_s=SETTLE_S - quiet_s)
     if memory.last_input_at is not None and memory.last_change_at >= memory.last_input_at:
         return Decision(AgentStatus.DONE, heuristic, StatusRule.QUIET_AFTER_TASK)
     return Decision(AgentStatus.IDLE, heuristic, StatusRule.QUIET)

@@ -52,6 +52,8 @@ LINE_MAX = 64 * 1024  # longer lines (a pane's output) are skipped unread up to 
 PANES_MAX = 1024  # panes paused at once; a sandbox with more has the rest sign without a pause
 POLL_PARALLEL = 8
 OPEN_PARALLEL = 4  # streams opened at once (engine round trips), e.g. for every sandbox after a restart
+REPORT_RETRY_S = 0.05  # reports that found their sandbox being polled are tried again this much later
+REPORT_RETRIES = 40
 READ_MAX = 64 * 1024  # read from one stream per round of the Reader
 PANE = re.compile(rb"%[0-9]{1,9}")
 WINDOW = re.compile(rb"cocoon-window (ag_[a-z0-9]{1,36}) (@[0-9]{1,9}) ([0-9]{1,4})")
@@ -295,7 +297,7 @@ class Reader:
 class Watcher:
     """Every watched sandbox of this process, and the dispatcher that turns their signs into polls."""
 
-    def __init__(self, poll: Callable[[str], object], apply: Callable[[str, str, str], object]) -> None:
+    def __init__(self, poll: Callable[[str], object], apply: Callable[[str, str, str], bool]) -> None:
         self._poll = poll
         self._apply = apply
         self._lock = threading.Lock()
@@ -305,6 +307,8 @@ class Watcher:
         self._last: dict[str, float] = {}  # sandbox -> when its last poll started
         self._gap: dict[str, float] = {}  # sandbox -> how long after its last poll output may poll it
         self._reports: dict[str, dict[str, str]] = {}  # sandbox -> agent -> hook report not yet applied
+        self._report_due: dict[str, float] = {}  # sandbox -> when its reports are tried again
+        self._retries: dict[str, int] = {}  # sandbox -> how often its reports found it busy
         self._running: set[str] = set()
         self._pool = ThreadPoolExecutor(POLL_PARALLEL, thread_name_prefix="watch-poll")
         self._opener = ThreadPoolExecutor(OPEN_PARALLEL, thread_name_prefix="watch-open")
@@ -387,17 +391,39 @@ class Watcher:
             pending = self._reports.setdefault(sandbox_id, {})
             if agent_id in pending or len(pending) < REPORTS_MAX:
                 pending[agent_id] = report
+            self._retries.pop(sandbox_id, None)  # news: the count starts again
         if not queued:
             self._pool.submit(self._apply_reports, sandbox_id)
 
     def _apply_reports(self, sandbox_id: str) -> None:
         with self._lock:
             pending = self._reports.pop(sandbox_id, {})
+            self._report_due.pop(sandbox_id, None)
+        busy = {}
         for agent_id, report in pending.items():
             try:
-                self._apply(sandbox_id, agent_id, report)
+                if not self._apply(sandbox_id, agent_id, report):
+                    busy[agent_id] = report
             except Exception:
                 logger.exception("the hook report of agent %s could not be applied", agent_id)
+        if not busy:
+            return
+        # A poll of the sandbox holds it, which may have read the report files before this one was
+        # written: tried again right after, a few times (then the sign's poll reads it from its file).
+        with self._lock:
+            newer = self._reports.get(sandbox_id)
+            if newer is not None:  # a queued job takes these too; a newer report of an agent wins
+                for agent_id, report in busy.items():
+                    newer.setdefault(agent_id, report)
+                return
+            tries = self._retries.get(sandbox_id, 0) + 1
+            if tries > REPORT_RETRIES:
+                self._retries.pop(sandbox_id, None)
+                return
+            self._retries[sandbox_id] = tries
+            self._reports[sandbox_id] = busy
+            self._report_due[sandbox_id] = time.monotonic() + REPORT_RETRY_S
+            self._wake.notify()
 
     def _dispatch(self) -> None:
         renewed = time.monotonic()
@@ -408,16 +434,21 @@ class Watcher:
             with self._lock:
                 now = time.monotonic()
                 ready = [s for s, due in self._due.items() if due <= now and s not in self._running]
-                if not ready:
+                retry = [s for s, due in self._report_due.items() if due <= now]
+                if not (ready or retry):
                     later = [due - now for s, due in self._due.items() if s not in self._running]
-                    self._wake.wait(min([*later, RENEW_S]))
+                    self._wake.wait(min([*later, *(due - now for due in self._report_due.values()), RENEW_S]))
                     continue
                 for sandbox_id in ready:
                     del self._due[sandbox_id]
                     self._running.add(sandbox_id)
                     self._last[sandbox_id] = now
+                for sandbox_id in retry:
+                    del self._report_due[sandbox_id]
             for sandbox_id in ready:
                 self._pool.submit(self._poll_one, sandbox_id)
+            for sandbox_id in retry:
+                self._pool.submit(self._apply_reports, sandbox_id)
 
     def _renew(self) -> None:
         """Keep this process's leases; a stream whose lease another process took (after this one missed
@@ -452,7 +483,7 @@ _watcher: Watcher | None = None
 _watcher_lock = threading.Lock()
 
 
-def get_watcher(poll: Callable[[str], object], apply: Callable[[str, str, str], object]) -> Watcher:
+def get_watcher(poll: Callable[[str], object], apply: Callable[[str, str, str], bool]) -> Watcher:
     global _watcher
     with _watcher_lock:
         if _watcher is None:

@@ -7,6 +7,7 @@ import pytest
 from agents.profiles import BUILTIN_PROFILES
 from agents.status import (
     HOOK_FRESHNESS_S,
+    QUESTION_RECHECK_S,
     SETTLE_S,
     STARTUP_GRACE_S,
     Memory,
@@ -47,6 +48,24 @@ MOVING = Observation(alive=True, screen=ScreenFacts())
 def test_an_ended_session_is_exited_with_its_code():
     decision = decide(CLAUDE, memory(), Observation(alive=False, exit_code=3, hook=f"done {NOW}"), NOW)
     assert (decision.status, decision.exit_code, decision.rule) == ("exited", 3, "session_ended")
+
+
+def test_a_decision_that_time_may_change_says_when_to_look_again():
+    # The watcher gets no sign for time passing: each rule that counts quiet time names its moment.
+    moving = decide(CLAUDE, memory(), MOVING, NOW)
+    assert (moving.rule, moving.recheck_s) == ("screen_changing", SETTLE_S)
+    settling = decide(CLAUDE, memory(changed=NOW - 1), QUIET, NOW)
+    assert (settling.rule, settling.recheck_s) == ("settling", SETTLE_S - 1)
+    young = decide(CLAUDE, memory("unknown", created=NOW - 4, last_input=None), QUIET, NOW)
+    assert (young.rule, young.recheck_s) == ("start_up_grace", STARTUP_GRACE_S - 4)
+    working = decide(CLAUDE, memory(changed=NOW - 5), Observation(alive=True, hook=f"working {NOW}"), NOW)
+    assert (working.status, working.recheck_s) == ("working", HOOK_FRESHNESS_S - 5)
+    question = Observation(alive=True, screen=ScreenFacts(question="Do you want to proceed"))
+    assert decide(CLAUDE, memory(), question, NOW).recheck_s == QUESTION_RECHECK_S
+    # Settled states wait for news from the sandbox.
+    done = decide(CLAUDE, memory(changed=NOW - 10), Observation(alive=True, hook=f"done {NOW}"), NOW)
+    assert done.recheck_s is None
+    assert decide(CLAUDE, memory(changed=NOW - 10), QUIET, NOW).recheck_s is None
 
 
 def test_hook_reports_win_over_the_screen_but_only_when_newer_than_the_last_input():

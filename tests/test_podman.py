@@ -5,7 +5,8 @@ import subprocess
 
 import pytest
 
-from tests.conftest import ROOT, Cocoond, wait_until
+from tests.conftest import ROOT, wait_until
+from tests.test_watch import hook_latencies, spawn_idle, start_watched
 
 
 def acknowledged(status: dict) -> bool:
@@ -27,8 +28,10 @@ def podman_socket(tmp_path_factory, sandbox_image):
 
 @pytest.fixture(scope="module")
 def podman_cocoond(tmp_path_factory, podman_socket):
-    env = {"COCOON_DRIVER": "podman", "CONTAINER_HOST": f"unix://{podman_socket}"}
-    instance = Cocoond(data=tmp_path_factory.mktemp("podman") / "data", env=env).start()
+    # Watched as tests/test_watch.py's: a tick of a minute, so a status within seconds was pushed.
+    instance = start_watched(
+        tmp_path_factory.mktemp("podman"), COCOON_DRIVER="podman", CONTAINER_HOST=f"unix://{podman_socket}"
+    )
     yield instance
     for sandbox in instance.call("sandbox.list"):
         instance.post("sandbox.delete", {"sandboxId": sandbox["id"]})
@@ -68,6 +71,9 @@ def test_podman_builds_the_image_and_runs_hardened_sandboxes(podman_cocoond):
         assert run(podman_cocoond, sandbox, "cat", "/proc/net/dev")["stdout"].count(":") == interfaces
         head = run(podman_cocoond, sandbox, "git", "rev-parse", "HEAD")["stdout"]
         assert run(podman_cocoond, sandbox, "git", "rev-parse", "cocoon-baseline^{commit}")["stdout"] == head
+        if network == "none":
+            agent = spawn_idle(podman_cocoond, sandbox)
+            assert max(hook_latencies(podman_cocoond, sandbox, agent, ["blocked", "done"])) < 2
         assert podman_cocoond.call("sandbox.stop", {"sandboxId": sandbox["id"]})["state"] == "stopped"
         assert podman_cocoond.call("sandbox.start", {"sandboxId": sandbox["id"]})["state"] == "running"
         podman_cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})

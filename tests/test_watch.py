@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Cocoond
+from tests.conftest import Cocoond, wait_until
 
 TICK_S = "60"
 
@@ -88,6 +88,30 @@ def test_hook_reports_output_and_exits_arrive_without_a_tick(watched: Cocoond) -
         call(watched, "agent.send_input", agentId=agent["id"], text="exit 7")
         exited = until(watched, agent, "exited")
         assert (exited["status"], exited["exitCode"]) == ("exited", 7)
+    finally:
+        call(watched, "sandbox.delete", sandboxId=sandbox["id"])
+
+
+def test_time_passing_settles_a_status_without_a_sign(watched: Cocoond) -> None:
+    """The rules that count quiet time (start-up grace, a screen settling) get no sign from the sandbox
+    when the time is up: the watcher looks again then. Read with agent.get, which never polls."""
+    if not any(p["name"] == "catter" for p in call(watched, "profile.list")):
+        call(watched, "profile.create", name="catter", command=["cat"])  # not a shell: the screen decides
+    sandbox = new_sandbox(watched)
+    try:
+        agent = call(watched, "agent.spawn", sandboxId=sandbox["id"], profile="catter")
+
+        def status() -> str:
+            return call(watched, "agent.get", agentId=agent["id"])["status"]
+
+        # Out of its start-up grace (10 s) into idle, with nothing printed.
+        wait_until(lambda: status() == "idle", timeout=15)
+        call(watched, "agent.send_input", agentId=agent["id"], text="a task")
+        wait_until(lambda: status() == "working", timeout=5)
+        # The screen stands still: done once it has settled (3 s), not at the safety poll a minute on.
+        started = time.monotonic()
+        wait_until(lambda: status() == "done", timeout=8)
+        assert time.monotonic() - started < 6
     finally:
         call(watched, "sandbox.delete", sandboxId=sandbox["id"])
 
@@ -219,6 +243,16 @@ def test_a_bwrap_sandbox_is_watched_from_inside_its_namespaces(
         call(cocoond, "sandbox.delete", sandboxId=sandbox["id"])
     finally:
         cocoond.stop()
+
+
+def test_a_gvisor_sandbox_is_watched(watched: Cocoond) -> None:
+    sandbox = call(watched, "sandbox.create", network="none", runtime="runsc")
+    try:
+        agent = spawn_idle(watched, sandbox)
+        latencies = hook_latencies(watched, sandbox, agent, ["blocked", "done", "blocked"])
+        assert max(latencies) < 2, latencies
+    finally:
+        call(watched, "sandbox.delete", sandboxId=sandbox["id"])
 
 
 def test_reports_on_the_stream_reach_only_agents_of_their_own_sandbox(watched: Cocoond) -> None:

@@ -3,21 +3,27 @@
 - agent.spawn (shell profile) against a bare `docker exec -u agent <ctr> tmux new-session -d` (docker CLI);
 - hook to event: cocoon-status runs in the sandbox -> agent.updated reaches a WebSocket client; the
   baseline is the poller's tick (the event can only come with the next poll);
-- poller CPU per tick with 1, 10 and 50 sandboxes (one shell agent each): cocoond's CPU time, and the
-  Docker engine's (dockerd + containerd + shims, with the runc processes they reaped) that the execs
-  cost, less an idle window without agents; whatever else runs on the machine adds to both;
+- per level of 1, 10, 50, 100 and 200 sandboxes: cocoond's CPU time and the Docker engine's (dockerd +
+  containerd + shims, with the runc processes they reaped) over a window with the sandboxes and no
+  agents, then with one idle shell agent in each, and the difference; whatever else runs on the machine
+  adds to both. Meanwhile hook -> event and screen -> event in the first sandbox, and system.info
+  called 5 times a second over a kept-alive connection;
 - keystroke echo over the attach WebSocket against `docker exec -it <ctr> tmux attach` through a pty.
 
 - one agent printing without pause (`yes`): cocoond's and the engine's CPU above idle, and the hook
-  latency of another agent meanwhile.
+  latency of another agent meanwhile;
+- at the end, each row of the issue's table (#16) with the figure measured here and its target.
 
 Status comes from the watcher (agents.watch) unless --poll-only (COCOON_WATCH_AGENTS=0): run both to
 compare the push against the poller it replaces.
 
-    .venv/bin/python bench/agents.py [--runs 20] [--sandboxes 1,10,50] [--window 20] [--poll-only]
+Every sandbox it made is removed at the end, also after a failure or Ctrl-C (bench.harness.cocoond).
+
+    .venv/bin/python bench/agents.py [--runs 20] [--sandboxes 1,10,50,100,200] [--window 20] [--poll-only]
 """
 
 import argparse
+import math
 import os
 import pty
 import random
@@ -25,8 +31,11 @@ import select
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -35,12 +44,13 @@ from websockets.sync.client import connect
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import cocoond, sandbox_image  # noqa: E402
+from bench.harness import cocoond, in_parallel, sandbox_image  # noqa: E402
 from bench.sandboxes import percentile  # noqa: E402
 
 TICK_S = 2.0  # agents.tasks.poll in cocoon/celery.py
 ECHO_LETTERS = [b"Q", b"R", b"U", b"V", b"W", b"Y"]
 ENGINE = {"dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2"}
+INFO_PER_S = 5  # system.info calls a second while a level runs
 
 
 def row(name: str, values: list[float], unit: str = "ms", scale: float = 1000) -> None:
@@ -77,8 +87,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--sandboxes", default="1,10,50")
-    parser.add_argument("--window", type=float, default=20, help="seconds of polling measured per level")
+    parser.add_argument("--sandboxes", default="1,10,50,100,200")
+    parser.add_argument("--window", type=float, default=20, help="seconds of CPU measured per window")
     parser.add_argument("--poll-only", action="store_true", help="no watcher: status from the 2 s poll")
     args = parser.parse_args()
     levels = [int(level) for level in args.sandboxes.split(",")]
@@ -129,7 +139,7 @@ def main() -> None:
         keep.close()
 
         # -- hook to event -------------------------------------------------------------------------
-        agent = _hooked_agent(call, sandbox["id"])
+        agent = _quiet_agent(call, sandbox["id"])
         time.sleep(2 * TICK_S)  # its sandbox's stream is up
         hook_latency = _hook_latencies(server, container, agent["id"], args.runs)
         exec_only = []
@@ -198,39 +208,186 @@ def main() -> None:
         row("  meanwhile, another agent's hook -> agent.updated", flood_hooks)
         print()
 
-        # -- poller cost ---------------------------------------------------------------------------
+        # -- levels ------------------------------------------------------------------------------------
         call("sandbox.delete", sandboxId=sandbox["id"])
-        time.sleep(TICK_S)
-        idle = measure()
-        ticks = args.window / TICK_S
-        print(f"poller, {ticks:.0f} ticks of {TICK_S:.0f} s per level; CPU ms per tick above an idle cocoond")
-        print(
-            f"  idle (no agents): cocoond {idle[0] / ticks * 1000:.1f}, engine {idle[1] / ticks * 1000:.1f}"
-        )
-        print("  (and hook -> event latency with the poller that busy: a probe agent in the first sandbox)")
-        sandboxes: list[str] = []
-        probe = None
-        for level in levels:
-            with ThreadPoolExecutor(8) as pool:
-                sandboxes += pool.map(lambda _: _sandbox_with_agent(call), range(level - len(sandboxes)))
-            probe = probe or _hooked_agent(call, sandboxes[0])
-            time.sleep(3 * TICK_S)  # the agents settle, their first screens are read
-            used = measure()
-            probe_latency = _hook_latencies(server, f"{server.instance}-{sandboxes[0]}", probe["id"], 8)
-            cocoon_ms = (used[0] - idle[0]) / ticks * 1000
-            engine_ms = (used[1] - idle[1]) / ticks * 1000
-            hook = (
-                f"median {statistics.median(probe_latency) * 1000:.0f}, max {max(probe_latency) * 1000:.0f}"
-            )
-            cocoon_cost = f"cocoond {cocoon_ms:7.1f} ({cocoon_ms / level:5.1f}/sandbox)"
-            engine_cost = f"engine {engine_ms:7.1f} ({engine_ms / level:5.1f}/sandbox)"
-            print(f"  {level:>3} sandboxes: {cocoon_cost}, {engine_cost}; hook->event {hook} ms")
+        levels_measured = _levels(server, call, measure, levels, args.runs, args.window)
+
+        # -- the issue's table ---------------------------------------------------------------------------
+        largest = levels_measured[-1]
+        cpu = next((level for level in levels_measured if level.sandboxes == 100), largest)
+        first = levels_measured[0]
+        exec_ms = statistics.median(exec_only) * 1000
+        ratios = [statistics.median([s for _id, s in t]) / statistics.median(bare) for t in (kept, spawned)]
+        table = [
+            (
+                f"engine CPU, {cpu.sandboxes} sandboxes with one idle shell agent",
+                f"{cpu.percent(cpu.agents[1]):.1f} % of a core, {cpu.percent(cpu.bare[1]):.1f} % with no "
+                f"agents: {cpu.percent(cpu.above[1]):+.1f} % (cocoond {cpu.percent(cpu.above[0]):+.1f} %)",
+                "<= 5 % of a core above the no-agent baseline, 100 idle agents",
+            ),
+            (
+                "hook report -> agent.updated on a WebSocket",
+                f"{_p50_p99(hook_latency)} ms, {_p50_p99(beyond)} less the exec ({exec_ms:.0f} ms); "
+                f"{largest.sandboxes} sandboxes: {_p50_p99(largest.hook)}",
+                "p50 <= 100 ms, p99 <= 300 ms",
+            ),
+            (
+                "screen change -> event (agent.updated)",
+                f"{first.sandboxes} sandboxes: {_p50_p99(first.screen)} ms; "
+                f"{largest.sandboxes}: {_p50_p99(largest.screen)}",
+                "p50 <= 250 ms",
+            ),
+            (
+                "agent.spawn vs docker exec tmux new-session -d",
+                f"{ratios[0]:.2f}x kept-alive ({ratios[1]:.2f}x a new client per call)",
+                "<= 1.3x",
+            ),
+            (
+                "attach keystroke echo vs docker exec -it tmux",
+                f"{statistics.median(attach) / statistics.median(docker_it):.2f}x",
+                "<= 1.2x",
+            ),
+            (
+                "one agent printing without pause (yes)",
+                f"engine {engine_pct:.1f} % + cocoond {cocoon_pct:.1f} %; another agent's hook "
+                f"{_p50_p99(flood_hooks)} ms (quiet: {_p50_p99(hook_latency)})",
+                "cocoond <= 5 %, engine <= 10 %; others' latency unchanged",
+            ),
+            (
+                "bench at many sandboxes",
+                f"{largest.sandboxes} sandboxes with agents; system.info {_p50_p99(largest.info)} ms"
+                + (f", {largest.failed} failed" if largest.failed else ""),
+                "200 sandboxes with agents; system.info p99 < 200 ms",
+            ),
+        ]
+        print(f"\nthe table of #16 (p50/p99 in ms; % of a core)\n{'figure':<50} {'now':<80} target")
+        for figure, now, target in table:
+            print(f"{figure:<50} {now:<80} {target}")
         client.close()
 
 
-def _hooked_agent(call, sandbox_id: str) -> dict:
+@dataclass
+class Level:
+    """One level's figures: CPU seconds over a window as (cocoond, engine), latencies in seconds."""
+
+    sandboxes: int
+    window: float
+    bare: tuple[float, float]  # the sandboxes, no agents
+    agents: tuple[float, float]  # the same, one idle shell agent each
+    hook: list[float]
+    screen: list[float]
+    info: list[float]  # system.info calls that answered
+    failed: int  # system.info calls that did not
+
+    @property
+    def above(self) -> tuple[float, float]:
+        """What the agents cost: with them less without."""
+        return self.agents[0] - self.bare[0], self.agents[1] - self.bare[1]
+
+    def percent(self, seconds: float) -> float:
+        """CPU seconds over the window as % of a core."""
+        return seconds / self.window * 100
+
+
+def _levels(
+    server, call, measure: Callable[[], tuple[float, float]], levels: list[int], runs: int, window: float
+) -> list[Level]:
+    """Each level: its sandboxes without agents, then with one idle shell agent each, then the probes;
+    the agents are killed before the next level, so that its baseline has none."""
+    ticks = window / TICK_S
+    print(f"per level, {ticks:.0f} ticks of {TICK_S:.0f} s per window; CPU in ms per tick and % of a core,")
+    print("hook and screen -> agent.updated in the first sandbox, system.info called "
+          f"{INFO_PER_S}/s throughout (p50/p99, ms)")  # fmt: skip
+    print(f"{'':<34} {'cocoond ms':>10} {'%':>6} {'engine ms':>10} {'%':>6}")
+
+    def cost(name: str, seconds: tuple[float, float], per: int = 1) -> None:
+        cocoon_s, engine_s = (value / per for value in seconds)
+        print(
+            f"  {name:<32} {cocoon_s / ticks * 1000:>10.1f} {cocoon_s / window * 100:>6.2f}"
+            f" {engine_s / ticks * 1000:>10.1f} {engine_s / window * 100:>6.2f}"
+        )
+
+    sandboxes: list[str] = []
+    measured = []
+    for level in levels:
+        sandboxes += in_parallel(
+            lambda _: call("sandbox.create", network="none")["id"], range(level - len(sandboxes))
+        )
+        time.sleep(3 * TICK_S)  # the last level's streams are closed, the new sandboxes settled
+        with _steady_calls(server, "system.info", INFO_PER_S) as info:
+            bare = measure()
+            shells = in_parallel(
+                lambda sandbox_id: call("agent.spawn", sandboxId=sandbox_id, profile="shell")["id"], sandboxes
+            )
+            time.sleep(3 * TICK_S)  # the agents settle, their first screens are read
+            agents = measure()
+            hook, screen = _probes(server, call, sandboxes[0], runs)
+        in_parallel(lambda agent_id: call("agent.kill", agentId=agent_id), shells)
+        answered = [seconds for seconds in info if math.isfinite(seconds)]
+        measured.append(Level(level, window, bare, agents, hook, screen, answered, len(info) - len(answered)))
+        result = measured[-1]
+        print(f"{level} sandboxes")
+        cost("no agents", bare)
+        cost("one idle shell agent each", agents)
+        cost("difference", result.above)
+        cost("difference per sandbox", result.above, per=level)
+        failed = f" ({result.failed} failed)" if result.failed else ""
+        print(f"  hook -> event {_p50_p99(hook)}, screen -> event {_p50_p99(screen)}, "
+              f"system.info {_p50_p99(answered)}{failed}")  # fmt: skip
+    return measured
+
+
+def _p50_p99(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values) * 1000:.0f}/{percentile(values, 0.99) * 1000:.0f}"
+
+
+@contextmanager
+def _steady_calls(server, method: str, per_s: float) -> Iterator[list[float]]:
+    """Seconds each call of method took (inf: it failed), made per_s times a second over one kept-alive
+    connection while the block runs, as a dashboard refreshing would."""
+    latencies: list[float] = []
+    stop = threading.Event()
+
+    def run() -> None:
+        headers = {"Authorization": f"Bearer {server.token}"}
+        with httpx.Client(base_url=server.url, headers=headers, timeout=30) as http:
+            due = time.monotonic()
+            while not stop.wait(max(0.0, due - time.monotonic())):
+                due += 1 / per_s
+                started = time.perf_counter()
+                try:
+                    answered = http.post(f"/v1/rpc/{method}", json={}).status_code == 200
+                except httpx.HTTPError:
+                    answered = False
+                latencies.append(time.perf_counter() - started if answered else math.inf)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield latencies
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _probes(server, call, sandbox_id: str, runs: int) -> tuple[list[float], list[float]]:
+    """Hook -> event and screen -> event in the sandbox, each on a quiet agent of its own."""
+    hooked, screened = _quiet_agent(call, sandbox_id), _quiet_agent(call, sandbox_id)
+    try:
+        time.sleep(TICK_S)  # their windows are linked into the sandbox's stream
+        container = f"{server.instance}-{sandbox_id}"
+        hook = _hook_latencies(server, container, hooked["id"], runs)
+        return hook, _screen_latencies(server, call, container, screened["id"], runs)
+    finally:
+        for agent in (hooked, screened):
+            call("agent.kill", agentId=agent["id"])
+
+
+def _quiet_agent(call, sandbox_id: str) -> dict:
     """A claude-code agent whose `claude` is a stand-in that just stays in the foreground: only its
-    hook reports change its status."""
+    hook reports and what others write to its terminal change its status."""
     stand_in = (
         "mkdir -p ~/bin && printf '#!/bin/sh\\nexec sleep 100000\\n' > ~/bin/claude && chmod +x ~/bin/claude"
     )
@@ -244,8 +401,12 @@ def _hook_latencies(server, container: str, agent_id: str, runs: int) -> list[fl
     latencies = []
     with server.ws() as ws:
         ws.call("events.subscribe", {"types": ["agent.updated"], "agentId": agent_id})
+        # Each report must change the status (the first too, after an odd number of runs): else no event.
+        statuses = ("done", "blocked")
+        if ws.call("agent.get", {"agentId": agent_id})["status"] == statuses[0]:
+            statuses = statuses[::-1]
         for index in range(runs):
-            status = ("done", "blocked")[index % 2]
+            status = statuses[index % 2]
             started = time.time()
             subprocess.run(
                 ["docker", "exec", "-u", "agent", "-e", f"COCOON_AGENT_ID={agent_id}", container,
@@ -261,10 +422,44 @@ def _hook_latencies(server, container: str, agent_id: str, runs: int) -> list[fl
     return latencies
 
 
-def _sandbox_with_agent(call) -> str:
-    sandbox = call("sandbox.create", network="none")
-    call("agent.spawn", sandboxId=sandbox["id"], profile="shell")
-    return sandbox["id"]
+def _screen_latencies(server, call, container: str, agent_id: str, runs: int) -> list[float]:
+    """Seconds from a line written straight to the agent's terminal, as its program's output would be
+    (not through cocoon's input), to the agent.updated that shows it. cocoon publishes no event for a
+    screen change alone, only for the status it changes: a quiet agent's idle becomes working
+    (screen_changing). agent.wait has it settle back to idle in between: it polls when no event came."""
+    # One exec for all the lines: what is timed is the screen's way to the event, not an exec's start.
+    script = (
+        f'tty=$(tmux -L cocoon display-message -p -t "={agent_id}:" "#{{pane_tty}}") &&'
+        ' while IFS= read -r line; do printf "%s\\n" "$line" > "$tty"; done'
+    )
+    command = ["docker", "exec", "-i", "-u", "agent", container, "sh", "-c", script]
+    writer = subprocess.Popen(command, stdin=subprocess.PIPE)
+    assert writer.stdin is not None
+
+    def write(line: str) -> None:
+        writer.stdin.write(f"{line}\n".encode())
+        writer.stdin.flush()
+
+    latencies = []
+    try:
+        write("screen probe")  # the writer is up by the time the agent is idle (after its start-up grace)
+        with server.ws() as ws:
+            ws.call("events.subscribe", {"types": ["agent.updated"], "agentId": agent_id})
+            for index in range(runs):
+                call("agent.wait", agentId=agent_id, until=["idle"], timeoutS=60)  # fails if it does not
+                time.sleep(random.uniform(0, TICK_S))
+                started = time.time()
+                write(f"screen probe {index}")
+                while ws.next_event(timeout=60)["event"]["data"]["status"] != "working":
+                    pass
+                latencies.append(time.time() - started)
+    finally:
+        writer.stdin.close()
+        try:
+            writer.wait(10)
+        except subprocess.TimeoutExpired:
+            writer.kill()
+    return latencies
 
 
 def _drain(receive) -> bool:

@@ -1,17 +1,23 @@
 """What every benchmark needs: a cocoond of its own, the sandbox image, a way to read RSS."""
 
 import secrets
+import signal
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import docker
 
 from tests.conftest import ROOT, Cocoond, remove_instance_objects
 
 IMAGE = "cocoon-sandbox:latest"
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def sandbox_image() -> docker.DockerClient:
@@ -25,7 +31,8 @@ def sandbox_image() -> docker.DockerClient:
 @contextmanager
 def cocoond(**env: str) -> Iterator[Cocoond]:
     """A cocoond with its own data directory, port and engine instance name, access log off; it is
-    stopped and everything it made in the engine removed afterwards."""
+    stopped and everything it made in the engine removed afterwards, also after a failure, Ctrl-C or
+    SIGTERM (a second Ctrl-C during the removal is ignored: it would leave sandboxes behind)."""
     data = Path(tempfile.mkdtemp(prefix="cocoon-bench-")) / "data"
     instance = f"cocoonbench{secrets.token_hex(3)}"
     server = Cocoond(
@@ -33,12 +40,29 @@ def cocoond(**env: str) -> Iterator[Cocoond]:
         env={"COCOON_INSTANCE": instance, "COCOON_LOG_LEVEL": "WARNING", "COCOON_AUTO_INSTALL": "0", **env},
         args=["--no-access-log"],
     )
-    server.start()
+    terminated = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
+        server.start()
         yield server
     finally:
-        server.stop()
-        remove_instance_objects(docker.from_env(), server.instance)
+        interrupted = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            print(f"removing what {server.instance} made in the engine", file=sys.stderr)
+            server.stop()
+        finally:
+            remove_instance_objects(docker.from_env(), server.instance)
+            signal.signal(signal.SIGINT, interrupted)
+            signal.signal(signal.SIGTERM, terminated)
+
+
+def in_parallel(function: Callable[[T], R], items: Iterable[T], workers: int = 8) -> list[R]:
+    """function over items, workers at a time; on the first failure (or Ctrl-C) the calls not yet
+    started are dropped rather than all made before the error surfaces."""
+    pool = ThreadPoolExecutor(workers)
+    try:
+        return list(pool.map(function, items))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def rss_mb(pid: int, peak: bool = False) -> float:

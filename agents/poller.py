@@ -249,13 +249,15 @@ def _observe(
         return False
     for name in dirty:
         setattr(agent, name, fields[name])
-    if (agent.status, agent.status_source) == before:
+    changed = (agent.status, agent.status_source) != before
+    # A new status, or a screen that moved (its lastActivityAt): subscribers see both at once.
+    if not (changed or "last_activity_at" in dirty):
         agent.save(update_fields=dirty)
         return False
     with transaction.atomic():
         agent.save(update_fields=dirty)
         services.publish(agent)
-    return True
+    return changed
 
 
 def _ended(agent: Agent, decision: rules.Decision, boot: str, fields: dict[str, Any]) -> bool:

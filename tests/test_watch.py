@@ -116,6 +116,22 @@ def test_time_passing_settles_a_status_without_a_sign(watched: Cocoond) -> None:
         call(watched, "sandbox.delete", sandboxId=sandbox["id"])
 
 
+def test_a_screen_that_moves_is_an_event_even_when_the_status_stays(watched: Cocoond) -> None:
+    sandbox = new_sandbox(watched)
+    try:
+        agent = spawn_idle(watched, sandbox)
+        before = call(watched, "agent.get", agentId=agent["id"])["lastActivityAt"]
+        with watched.ws() as ws:
+            ws.call("events.subscribe", {"types": ["agent.updated"]})
+            # `echo` is the shell's own: its prompt stays in front, the agent stays idle.
+            call(watched, "agent.send_input", agentId=agent["id"], text="echo moved")
+            event = ws.next_event(timeout=5)["event"]["data"]
+        assert (event["id"], event["status"]) == (agent["id"], "idle")
+        assert event["lastActivityAt"] > before
+    finally:
+        call(watched, "sandbox.delete", sandboxId=sandbox["id"])
+
+
 def test_a_flooding_sandbox_costs_a_few_polls_and_never_delays_another(
     watched: Cocoond, docker_client: Any
 ) -> None:

@@ -26,8 +26,12 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "secrets": ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"],
         "hooks": True,
         "working_pattern": r"(?i)esc to interrupt",
-        # Claude Code's permission dialogs (2.1): Bash, edits, new files, web fetches, connections.
-        "blocked_patterns": [r"Do you want to (proceed|make this edit|create|allow|use this API key)\b.*\?"],
+        # Claude Code's permission dialogs (2.1): Bash, edits, new files, web fetches, connections; and
+        # the footer of its questions to the user (AskUserQuestion).
+        "blocked_patterns": [
+            r"Do you want to (proceed|make this edit|create|allow|use this API key)\b.*\?",
+            r"Enter to select · .*Esc to cancel",
+        ],
     },
     "codex": {
         "command": ["codex"],

@@ -35,7 +35,8 @@ def _turn(message: dict, block: dict, delta: dict, stop_reason: str) -> list[byt
 class AnthropicStandIn:
     """Answers text; but when a prompt asks to "run" something and the request offers the Bash tool, the
     first answer is a Bash tool call (so the CLI asks for permission), and the answer after the tool
-    result is text again."""
+    result is text again. `tool` and `tool_input` call another of the CLI's tools instead (Write,
+    AskUserQuestion...), to reach its other dialogs."""
 
     def __init__(
         self,
@@ -44,9 +45,12 @@ class AnthropicStandIn:
         command: str = "true",
         delay: float = 0,
         trigger: str = "run",
+        tool: str = "Bash",
+        tool_input: dict | None = None,
     ) -> None:
         self.requests: list[dict] = []
-        self.command = command
+        self.tool = tool
+        self.tool_input = tool_input or {"command": command, "description": "Run the requested command"}
         self.trigger = trigger  # a prompt holding this asks for the tool call
         self.delay = delay  # seconds before each answer: the CLI shows its working screen meanwhile
         owner = self
@@ -105,7 +109,7 @@ class AnthropicStandIn:
         if any(block.get("type") == "tool_result" for block in blocks):
             return False
         text = " ".join(block.get("text", "") for block in blocks if block.get("type") == "text")
-        return "Bash" in tools and self.trigger in text.lower()
+        return self.tool in tools and self.trigger in text.lower()
 
     def _message(self, request: BaseHTTPRequestHandler, payload: dict, reply: str) -> None:
         message = {
@@ -122,9 +126,8 @@ class AnthropicStandIn:
             message |= {"content": [{"type": "text", "text": reply}], "stop_reason": "end_turn"}
             self._json(request, 200, message)
         elif self._wants_tool(payload):
-            arguments = json.dumps({"command": self.command, "description": "Run the requested command"})
-            block = {"type": "tool_use", "id": "toolu_standin", "name": "Bash", "input": {}}
-            delta = {"type": "input_json_delta", "partial_json": arguments}
+            block = {"type": "tool_use", "id": "toolu_standin", "name": self.tool, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(self.tool_input)}
             self._stream(request, _turn(message, block, delta, "tool_use"))
         else:
             block, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": reply}
@@ -141,9 +144,19 @@ class AnthropicStandIn:
 
 
 class OpenAIStandIn:
-    """A local stand-in for the OpenAI Responses API (streaming SSE), recording every request."""
+    """A local stand-in for the OpenAI Responses API (streaming SSE), recording every request.
 
-    def __init__(self, host: str, reply: str = "Hello from the OpenAI stand-in.", delay: float = 0) -> None:
+    Answers text; but given a `command`, a prompt asking to "run" something is first answered with a
+    call of Codex's `exec` tool (JavaScript that runs the command through its nested `exec_command`,
+    asking for escalation, so Codex asks for approval), and the answer after the tool's output is text."""
+
+    def __init__(
+        self,
+        host: str,
+        reply: str = "Hello from the OpenAI stand-in.",
+        delay: float = 0,
+        command: str | None = None,
+    ) -> None:
         self.requests: list[dict] = []
         owner = self
 
@@ -163,55 +176,32 @@ class OpenAIStandIn:
                 payload = json.loads(body or b"{}")
                 owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": payload})
                 time.sleep(delay)
-                item = {
-                    "type": "message",
-                    "role": "assistant",
-                    "id": "msg_standin",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": reply, "annotations": []}],
-                }
-                response = {
-                    "id": "resp_standin",
-                    "object": "response",
-                    "status": "completed",
-                    "model": payload.get("model", ""),
-                }
-                chunks = [
-                    _sse(
-                        "response.created",
-                        {"type": "response.created", "response": response | {"status": "in_progress"}},
-                    ),
-                    _sse(
-                        "response.output_item.added",
-                        {"type": "response.output_item.added", "output_index": 0, "item": item},
-                    ),
-                    _sse(
-                        "response.output_text.delta",
-                        {
-                            "type": "response.output_text.delta",
-                            "item_id": "msg_standin",
-                            "output_index": 0,
-                            "content_index": 0,
-                            "delta": reply,
-                        },
-                    ),
-                    _sse(
-                        "response.output_item.done",
-                        {"type": "response.output_item.done", "output_index": 0, "item": item},
-                    ),
-                    _sse(
-                        "response.completed",
-                        {
-                            "type": "response.completed",
-                            "response": response
-                            | {
-                                "output": [item],
-                                "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
-                            },
-                        },
-                    ),
-                ]
-                AnthropicStandIn._stream(self, chunks)
+                if command is not None and _asks_to_run(payload):
+                    item = {
+                        "type": "custom_tool_call",
+                        "id": "ctc_standin",
+                        "call_id": "call_standin",
+                        "name": "exec",
+                        "status": "completed",
+                        "input": "text(await tools.exec_command("
+                        + json.dumps(
+                            {
+                                "cmd": command,
+                                "sandbox_permissions": "require_escalated",
+                                "justification": "Do you want to run the requested command?",
+                            }
+                        )
+                        + "));",
+                    }
+                else:
+                    item = {
+                        "type": "message",
+                        "role": "assistant",
+                        "id": "msg_standin",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": reply, "annotations": []}],
+                    }
+                AnthropicStandIn._stream(self, _response(payload, item))
 
         self.server = ThreadingHTTPServer((host, 0), Handler)
         self.url = f"http://{host}:{self.server.server_port}/v1"
@@ -220,3 +210,54 @@ class OpenAIStandIn:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _asks_to_run(payload: dict) -> bool:
+    """The last input is the user's prompt with "run" in it (not a tool's output), in a turn of the
+    conversation (not Codex's side request for a title, which quotes the prompt under an output schema)."""
+    items = payload.get("input") or []
+    last = items[-1] if items and isinstance(items, list) else {}
+    schema = (payload.get("text") or {}).get("format", {}).get("type") == "json_schema"
+    if schema or last.get("type") != "message" or last.get("role") != "user":
+        return False
+    return any("run" in (part.get("text") or "").lower() for part in last.get("content") or [])
+
+
+def _response(payload: dict, item: dict) -> list[bytes]:
+    """The SSE events of one response with a single output item."""
+    response = {
+        "id": "resp_standin",
+        "object": "response",
+        "status": "completed",
+        "model": payload.get("model", ""),
+    }
+    chunks = [
+        _sse(
+            "response.created", {"type": "response.created", "response": response | {"status": "in_progress"}}
+        ),
+        _sse(
+            "response.output_item.added",
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+        ),
+    ]
+    if item["type"] == "message":
+        delta = {
+            "type": "response.output_text.delta",
+            "item_id": item["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "delta": item["content"][0]["text"],
+        }
+        chunks.append(_sse("response.output_text.delta", delta))
+    usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+    return [
+        *chunks,
+        _sse(
+            "response.output_item.done",
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+        ),
+        _sse(
+            "response.completed",
+            {"type": "response.completed", "response": response | {"output": [item], "usage": usage}},
+        ),
+    ]

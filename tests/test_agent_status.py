@@ -1,10 +1,5 @@
 """The status rules (agents.status, SPEC §4) as a pure function, and a labelled corpus of screens."""
 
-from pathlib import Path
-
-import pytest
-
-from agents.profiles import BUILTIN_PROFILES
 from agents.status import (
     HOOK_FRESHNESS_S,
     QUESTION_RECHECK_S,
@@ -17,20 +12,11 @@ from agents.status import (
     decide,
     read_screen,
 )
+from tests.screens import corpus
+from tests.screens.corpus import rules_of
 
-SCREENS = Path(__file__).parent / "screens"
 NOW = 1_000_000.0
 STARTED = NOW - 60  # past the start-up grace unless a test says otherwise
-
-
-def rules_of(profile: str) -> ScreenRules:
-    fields = BUILTIN_PROFILES[profile]
-    return ScreenRules.of(
-        fields["command"],
-        fields.get("hooks", False),
-        fields.get("working_pattern", ""),
-        fields.get("blocked_patterns", []),
-    )
 
 
 NOTHING = ScreenFacts()
@@ -141,29 +127,21 @@ def test_questions_quoted_above_the_bottom_of_the_screen_do_not_count():
 
 
 # -- the labelled corpus -----------------------------------------------------------------------------
-# tests/screens/<profile>/<label>-<what>.txt: a screen as `tmux capture-pane -p` gives it. The label
-# is the status the screen means once it has stood still past settling and the start-up grace; `done`
-# screens are read after a task, `idle` ones before any (the screen alone cannot tell those apart).
-# Shells have no corpus: their status comes from the foreground process, not the screen.
-CORPUS = sorted(SCREENS.glob("*/*.txt"))
+# tests/screens/<profile>/<version>/<label>-<what>.txt: a screen as `tmux capture-pane -p` gives it, of
+# that CLI version (tests/screens/README.md). Shells have no corpus: their status comes from the
+# foreground process, not the screen.
+CORPUS = corpus.screens()
 
 
 def test_the_corpus_covers_every_label_of_both_clis():
-    labels = {(path.parent.name, path.name.split("-")[0]) for path in CORPUS}
+    labels = {(profile, label) for profile, _version, label in map(corpus.profile_version_label, CORPUS)}
     expected = {
         (cli, label) for cli in ("claude-code", "codex") for label in ("working", "blocked", "done", "idle")
     }
     assert expected <= labels
 
 
-@pytest.mark.parametrize("path", CORPUS, ids=[f"{p.parent.name}/{p.stem}" for p in CORPUS])
-def test_every_captured_screen_is_classified_as_labelled(path):
-    rules, label = rules_of(path.parent.name), path.name.split("-")[0]
-    facts = read_screen(rules, path.read_text())
-    last_input = None if label == "idle" else NOW - 60
-    # The screen appears (a change) ...
-    before = Memory("unknown", NOW - 120, last_input, NOW - 50, ScreenFacts())
-    appeared = decide(rules, before, Observation(alive=True, screen=facts), NOW - 40)
-    # ... and then stands still.
-    after = Memory(appeared.status, NOW - 120, last_input, NOW - 40, facts)
-    assert decide(rules, after, QUIET, NOW).status == label
+def test_every_captured_screen_is_classified_as_labelled():
+    tally, wrong = corpus.accuracy(CORPUS)
+    print(corpus.report(tally))  # shown with -s or -rA
+    assert not wrong, "\n".join([corpus.report(tally), *wrong])

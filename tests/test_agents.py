@@ -14,7 +14,8 @@ from websockets.sync.client import connect
 
 @pytest.fixture
 def sandbox(cocoond, sandbox_image):
-    created = cocoond.call("sandbox.create", {"network": "none"})
+    # This checkout's image by its content tag: another checkout on the engine may re-tag :latest.
+    created = cocoond.call("sandbox.create", {"network": "none", "image": sandbox_image})
     yield created
     cocoond.post("sandbox.delete", {"sandboxId": created["id"]})
 

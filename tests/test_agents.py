@@ -251,12 +251,14 @@ def test_hooks_are_installed_and_hook_reports_win(cocoond, sandbox):
     # Hostile session ids never replace it: too long, shell syntax, not hex, a leading dash.
     for hostile in ("a" * 65, "$(touch /tmp/pwned)", "0b0e;rm -rf /", "ZZZZ", "-rf"):
         hook("working", json.dumps({"session_id": hostile}))
-    hook("done", argument=json.dumps({"thread-id": "$(id)"}))
+    # Codex's notify names a thread, but also for its TUI's side thread that titles the task: not taken.
+    side_thread = "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b"
+    hook("done", event="", argument=json.dumps({"type": "agent-turn-complete", "thread-id": side_thread}))
     done = wait(cocoond, agent, "done")
     assert (done["statusSource"], done["cliSessionId"]) == ("hook", claude_session)
-    # Codex's notify names its thread in the JSON it appends.
-    codex_thread = "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b"
-    hook("blocked", event="", argument=json.dumps({"type": "agent-turn-complete", "thread-id": codex_thread}))
+    # Codex's hooks name its session as Claude Code's do.
+    codex_thread = "01a23d6c-0bd4-78a1-8eea-7239afb26645"
+    hook("blocked", json.dumps({"session_id": codex_thread, "hook_event_name": "PermissionRequest"}))
     blocked = wait(cocoond, agent, "blocked")
     assert (blocked["statusSource"], blocked["cliSessionId"]) == ("hook", codex_thread)
     explained = call(cocoond, "agent.explain", agentId=agent["id"])

@@ -87,8 +87,8 @@ def test_claude_code_reports_working_then_done_through_its_hooks(toolbox_cocoond
     assert all(key.startswith("cocoon_") for key in keys)
     # Its hooks named the session the CLI stored, and the resume command picks up exactly that one.
     session = done["cliSessionId"]
-    stored = sandbox_sh(toolbox_cocoond, sandbox, "ls ~/.claude/projects/-workspace/")["stdout"].split()
-    assert stored == [f"{session}.jsonl"]
+    stored = sandbox_sh(toolbox_cocoond, sandbox, "cd ~/.claude/projects/-workspace && ls *.jsonl")["stdout"]
+    assert stored.split() == [f"{session}.jsonl"]
     toolbox_cocoond.call("agent.kill", {"agentId": agent["id"]})
     env = {"ANTHROPIC_BASE_URL": llm.url}
     resumes_its_session(toolbox_cocoond, sandbox, "claude-code", session, llm, env, "Say hello.")
@@ -123,11 +123,11 @@ def test_codex_reports_done_through_notify(toolbox_cocoond, stage):
     assert done["statusSource"] == "hook"
     assert any(request["path"].endswith("/responses") for request in llm.requests)
     assert "Hello from the OpenAI stand-in." in screen
-    # notify named the thread the CLI stored (its rollout file ends in the thread id) ...
+    # Its (trusted) UserPromptSubmit hook named the thread the CLI stored (its rollout ends in the id) ...
     thread = done["cliSessionId"]
     stored = sandbox_sh(toolbox_cocoond, sandbox, "find ~/.codex/sessions -name 'rollout-*.jsonl'")["stdout"]
     assert stored.strip().endswith(f"-{thread}.jsonl"), stored
-    # ... and Codex itself takes cocoon's hooks as trusted (its app-server's account of them), so they run.
+    # ... as Codex itself takes cocoon's hooks as trusted (its app-server's account of them).
     requests = [
         {
             "jsonrpc": "2.0",

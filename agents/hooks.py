@@ -1,8 +1,12 @@
 """The agent CLIs' own configuration that makes them report to cocoon-status and skips their first-run
 dialogs, merged into what the agent user already has: the user's keys stay, cocoon's entries are
 replaced (so a respawn changes nothing), and a file cocoon cannot read is refused, never overwritten.
+
+Which hook events, and why (images/sandbox/opt-cocoon/hooks/; read from Claude Code 2.1.197 and Codex
+0.171.0 themselves): see docs/architecture.md, "Hook events".
 """
 
+import hashlib
 import json
 import posixpath
 import tomllib
@@ -10,11 +14,12 @@ from typing import Any
 
 import tomlkit
 from django.utils.translation import gettext_lazy as _
+from tomlkit.items import Item
 
 from agents.models import AgentProfile
 from cocoon.config import deep_merge
 from cocoon.errors import Conflict
-from sandboxes.drivers.base import OPT_COCOON
+from sandboxes.drivers.base import AGENT_HOME, OPT_COCOON
 
 STATUS_COMMAND = "/opt/cocoon/bin/cocoon-status"  # what marks a hook entry as cocoon's
 CLAUDE_SETTINGS, CLAUDE_STATE, CODEX_CONFIG = ".claude/settings.json", ".claude.json", ".codex/config.toml"
@@ -54,11 +59,17 @@ def _merge(path: str, data: bytes | None, variables: dict[str, str]) -> str:
 def merge_claude_settings(current: dict[str, Any]) -> dict[str, Any]:
     """The user's settings with cocoon's hook groups in place of any earlier ones of cocoon."""
     ours = json.loads((OPT_COCOON / "hooks" / "claude-code.json").read_text())["hooks"]
-    hooks = dict(current.get("hooks") or {})
+    return current | {"hooks": _merge_hooks(current.get("hooks"), ours)}
+
+
+def _merge_hooks(current: Any, ours: dict[str, list[Any]]) -> dict[str, Any]:
+    """Each event's hook groups: the user's first, then cocoon's (replacing any earlier ones of cocoon)."""
+    hooks = dict(current) if isinstance(current, dict) else {}
     for event, groups in ours.items():
-        kept = [group for group in hooks.get(event) or [] if not _is_ours(group)]
+        found = hooks.get(event)
+        kept = [group for group in found if not _is_ours(group)] if isinstance(found, list) else []
         hooks[event] = kept + groups
-    return current | {"hooks": hooks}
+    return hooks
 
 
 def _is_ours(group: Any) -> bool:
@@ -89,8 +100,8 @@ def merge_claude_state(current: dict[str, Any], api_key: str | None) -> dict[str
 
 
 def merge_codex_config(text: str, variables: dict[str, str]) -> str:
-    """The user's config.toml (comments and all, through tomlkit) with cocoon's notify, sandbox mode,
-    provider and workspace trust merged in."""
+    """The user's config.toml (comments and all, through tomlkit) with cocoon's notify, hooks (trusted),
+    sandbox mode, provider and workspace trust merged in."""
     ours: dict[str, Any] = tomllib.loads((OPT_COCOON / "hooks" / "codex.toml").read_text())
     # cocoon's sandbox is the sandbox: Codex's own bwrap cannot run inside a container.
     ours |= {"sandbox_mode": "danger-full-access", "projects": {"/workspace": {"trust_level": "trusted"}}}
@@ -105,8 +116,35 @@ def merge_codex_config(text: str, variables: dict[str, str]) -> str:
         ours |= {"model_provider": "cocoon", "model_providers": {"cocoon": provider}}
     document = tomlkit.parse(text)
     document.setdefault("approval_policy", "on-request")
+    current = document.get("hooks")
+    hooks = _merge_hooks(current.unwrap() if isinstance(current, Item) else None, ours.pop("hooks"))
+    state = hooks.get("state")
+    hooks["state"] = (state if isinstance(state, dict) else {}) | _codex_trust(hooks)
+    document["hooks"] = hooks
     _merge_into(document, ours)
     return tomlkit.dumps(document)
+
+
+def _codex_trust(hooks: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Codex runs a hook of the user's config only once it is trusted: a `hooks.state` entry, keyed by
+    file, event and position, holding the hash of the hook's content (as Codex 0.171 computes it, and
+    reports it in its app-server's hooks/list). cocoon trusts its own hooks, no others; should a Codex
+    hash differently, it skips them, and notify still reports each turn's end."""
+    trust = {}
+    for event, groups in hooks.items():
+        if event == "state" or not isinstance(groups, list):
+            continue
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in event).lstrip("_")
+        for index, group in enumerate(groups):
+            if not _is_ours(group):
+                continue
+            handlers = [{"async": False, "timeout": 600} | handler for handler in group["hooks"]]
+            identity = json.dumps(
+                {"event_name": snake, "hooks": handlers}, sort_keys=True, separators=(",", ":")
+            )
+            digest = hashlib.sha256(identity.encode()).hexdigest()
+            trust[f"{AGENT_HOME}/{CODEX_CONFIG}:{snake}:{index}:0"] = {"trusted_hash": f"sha256:{digest}"}
+    return trust
 
 
 def _merge_into(document: Any, ours: dict[str, Any]) -> None:

@@ -23,6 +23,9 @@ class AgentProfile(models.Model):
     # argv that picks up where the agent was after its sandbox restarted (e.g. claude --continue);
     # empty: it cannot resume.
     resume_command = models.JSONField(default=list)
+    # argv that resumes exactly the agent's own CLI session, "{sessionId}" standing for its id; used
+    # instead of resume_command once the CLI's hooks named the session (Agent.cli_session_id).
+    resume_session_command = models.JSONField(default=list)
     builtin = models.BooleanField(default=False)
 
     def __str__(self) -> str:
@@ -48,6 +51,8 @@ class Agent(models.Model):
     # The sandbox's boot (its PID 1's start time) when the session was started: a session gone after
     # the sandbox booted again was ended by an engine or host restart, not by the agent.
     sandbox_boot = models.CharField(max_length=20, blank=True)
+    # The CLI's own session (Claude Code's session id, Codex's thread id) as its hooks last named it.
+    cli_session_id = models.CharField(max_length=64, blank=True)
     # Why the status is what it is (agent.explain): the rule that decided and what it looked at.
     rule = models.CharField(max_length=20, choices=StatusRule.choices, default=StatusRule.SPAWNED)
     rule_detail = models.CharField(max_length=300, blank=True)

@@ -36,6 +36,7 @@ SCREEN_HASH = re.compile(r"[0-9a-f]{32}")
 SCREEN_TEXT_MAX = (tmux.TEXT_BYTES + 2) * 4 // 3 + 4
 AGENT_SESSION = re.compile(r"ag_[a-z0-9]{1,36}")
 RECHECK_MARGIN_S = 0.1  # a recheck comes this much after the decision may change, never just before
+CLI_SESSION = re.compile(r"[0-9a-f][0-9a-f-]{0,63}")  # what cocoon-status takes as the CLI's session id
 SWEEP_GRACE_S = 60  # a session younger than this may still be getting its row
 STATUS_LINES = 50  # the status patterns read the screen's last non-blank lines
 
@@ -187,6 +188,19 @@ def _screen_text(encoded: str) -> str:
         return ""
 
 
+def split_report(hook: str) -> tuple[str, str]:
+    """A hook report ("<status> <time> [<CLI session>]", as cocoon-status writes it) as the part the
+    status rules read and the CLI's session id, "" for none. The session counts only in a well-formed
+    report; a third field of any other form spoils the report, which the rules then ignore."""
+    hook = hook.strip()
+    parts = hook.split(" ")
+    if len(hook) <= rules.HOOK_REPORT_MAX and len(parts) == 3 and CLI_SESSION.fullmatch(parts[2]):
+        report = f"{parts[0]} {parts[1]}"
+        if rules.parse_hook(report) is not None:
+            return report, parts[2]
+    return hook[: rules.HOOK_REPORT_MAX], ""
+
+
 def _status_lines(screen: str) -> str:
     return "\n".join([line for line in screen.split("\n") if line.strip()][-STATUS_LINES:])
 
@@ -226,7 +240,10 @@ def _observe(
         screen=rules.ScreenFacts(agent.screen_indicator, agent.screen_question),
     )
     exit_code = rules.parse_exit_code(code)
-    seen = rules.Observation(alive, exit_code, hook.strip()[:100], command.strip()[:100], facts)
+    report, cli_session = split_report(hook)
+    if cli_session:  # a report without one leaves the last known
+        fields["cli_session_id"] = cli_session
+    seen = rules.Observation(alive, exit_code, report, command.strip()[:100], facts)
     decision = rules.decide(profile_rules, memory, seen, now.timestamp())
     if decision.recheck_s is not None and settings.COCOON_WATCH_AGENTS:
         # Time passing gives no sign: the watcher polls again when this decision may change.

@@ -21,6 +21,7 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
     "claude-code": {
         "command": ["claude"],
         "resume_command": ["claude", "--continue"],
+        "resume_session_command": ["claude", "--resume", "{sessionId}"],
         "prompt_mode": PromptMode.ARGUMENT,
         "env": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"},
         "secrets": ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"],
@@ -36,6 +37,7 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
     "codex": {
         "command": ["codex"],
         "resume_command": ["codex", "resume", "--last"],
+        "resume_session_command": ["codex", "resume", "{sessionId}"],
         "prompt_mode": PromptMode.ARGUMENT,
         "secrets": ["OPENAI_API_KEY"],
         "hooks": True,
@@ -58,7 +60,9 @@ FIELDS = {
     "blockedPatterns": "blocked_patterns",
     "defaultModel": "default_model",
     "resumeCommand": "resume_command",
+    "resumeSessionCommand": "resume_session_command",
 }
+SESSION_PLACEHOLDER = "{sessionId}"
 
 activity.register_messages(
     {
@@ -84,6 +88,14 @@ def list_profiles() -> list[AgentProfile]:
 def get_profile(name: str) -> AgentProfile:
     ensure_profiles()
     return get_or_not_found(AgentProfile, name, _("There is no agent profile %(name)s."), name=name)
+
+
+def resume_command(profile: AgentProfile, cli_session_id: str) -> list[str]:
+    """The argv that resumes an agent of this profile: exactly its CLI session when its hooks named one
+    and the profile says how, else the profile's resume command (empty: it cannot resume)."""
+    if cli_session_id and profile.resume_session_command:
+        return [part.replace(SESSION_PLACEHOLDER, cli_session_id) for part in profile.resume_session_command]
+    return list(profile.resume_command)
 
 
 def screen_rules(profile: AgentProfile) -> ScreenRules:

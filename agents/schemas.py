@@ -36,6 +36,7 @@ AGENT = obj(
         "statusSource": enum(*StatusSource.values),
         "exitCode": nullable(INTEGER),
         "exitReason": nullable(enum(*ExitReason.values)),
+        "cliSessionId": nullable(STRING),  # the CLI's own session (what a resume picks up), once known
         "createdAt": TIMESTAMP,
         "lastActivityAt": TIMESTAMP,
     }
@@ -72,6 +73,8 @@ PROFILE_FIELDS = {
     "blockedPatterns": array(string(minLength=1, maxLength=500), maxItems=50),
     "defaultModel": string(maxLength=200),
     "resumeCommand": array(string(minLength=1, maxLength=4000), maxItems=100),
+    # {sessionId} in an argument stands for the CLI's session id (agent.cliSessionId).
+    "resumeSessionCommand": array(string(minLength=1, maxLength=4000), maxItems=100),
 }
 PROFILE = obj({"name": STRING, **PROFILE_FIELDS, "builtin": BOOLEAN})
 PROFILE_BY_NAME = obj({"name": PROFILE_NAME}, required=("name",))
@@ -86,6 +89,7 @@ def serialize_agent(agent: Agent) -> dict[str, Any]:
         "statusSource": agent.status_source,
         "exitCode": agent.exit_code,
         "exitReason": agent.exit_reason or None,
+        "cliSessionId": agent.cli_session_id or None,
         "createdAt": agent.created_at.isoformat(),
         "lastActivityAt": agent.last_activity_at.isoformat(),
     }

@@ -22,7 +22,7 @@ from agents import hooks, tmux
 from agents import status as rules
 from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, StatusSource
 from agents.models import Agent, AgentProfile, new_agent_id
-from agents.profiles import get_profile
+from agents.profiles import get_profile, resume_command
 from agents.schemas import serialize_agent
 from cocoon import activity, config, events
 from cocoon.actors import Actor
@@ -199,13 +199,14 @@ def _start(
 
 def resume(agent: Agent) -> bool:
     """Start an agent whose sandbox restarted under it again with its profile's resume command (same id,
-    history kept); False when it cannot resume (the setting is off, the profile has no resume command,
-    the start failed)."""
+    history kept: its own CLI session when known); False when it cannot resume (the setting is off, the
+    profile has no resume command, the start failed)."""
     profile = AgentProfile.objects.filter(pk=agent.profile).first()
-    if not (config.get_settings()["agents"]["resumeAfterRestart"] and profile and profile.resume_command):
+    command = resume_command(profile, agent.cli_session_id) if profile else []
+    if profile is None or not (config.get_settings()["agents"]["resumeAfterRestart"] and command):
         return False
     try:
-        _start(agent, profile, list(profile.resume_command), {}, RESUME_ACTOR)
+        _start(agent, profile, command, {}, RESUME_ACTOR)
     except Exception:  # it stays exited, with its reason; the others are resumed all the same
         logger.exception("agent %s could not be resumed", agent.id)
         return False

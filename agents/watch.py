@@ -58,9 +58,12 @@ READ_MAX = 64 * 1024  # read from one stream per round of the Reader
 PANE = re.compile(rb"%[0-9]{1,9}")
 WINDOW = re.compile(rb"cocoon-window (ag_[a-z0-9]{1,36}) (@[0-9]{1,9}) ([0-9]{1,4})")
 EVENTS_PANE = re.compile(rb"cocoon-events (%[0-9]{1,9})")
-# A hook report on the events pane as cocoon-status writes it ("<agent> <status> <epoch>"), after tmux's
-# control-mode escaping (a line ends in \015\012); anything else there is only a sign.
-REPORT = re.compile(rb"(ag_[a-z0-9]{1,36}) ((?:working|blocked|done|idle) [0-9]{1,12}(?:\.[0-9]{1,9})?)")
+# A hook report on the events pane as cocoon-status writes it ("<agent> <status> <epoch> [<CLI session>]"),
+# after tmux's control-mode escaping (a line ends in \015\012); anything else there is only a sign.
+REPORT = re.compile(
+    rb"(ag_[a-z0-9]{1,36}) ((?:working|blocked|done|idle) [0-9]{1,12}(?:\.[0-9]{1,9})?"
+    rb"(?: [0-9a-f][0-9a-f-]{0,63})?)"
+)
 REPORTS_MAX = 16  # reports taken from one %output line
 # Notifications that mean: look at this sandbox's agents again.
 SIGNS = {

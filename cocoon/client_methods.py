@@ -198,6 +198,7 @@ class Methods:
         blocked_patterns: list | None = None,
         default_model: str | None = None,
         resume_command: list | None = None,
+        resume_session_command: list | None = None,
     ) -> Any:
         """Create a custom agent profile."""
         return self.call(
@@ -214,6 +215,7 @@ class Methods:
                     "blockedPatterns": blocked_patterns,
                     "defaultModel": default_model,
                     "resumeCommand": resume_command,
+                    "resumeSessionCommand": resume_session_command,
                 }
             ),
         )
@@ -247,6 +249,7 @@ class Methods:
         blocked_patterns: list | None = None,
         default_model: str | None = None,
         resume_command: list | None = None,
+        resume_session_command: list | None = None,
     ) -> Any:
         """Change fields of an agent profile (built-in or custom); returns the whole profile."""
         return self.call(
@@ -263,6 +266,7 @@ class Methods:
                     "blockedPatterns": blocked_patterns,
                     "defaultModel": default_model,
                     "resumeCommand": resume_command,
+                    "resumeSessionCommand": resume_session_command,
                 }
             ),
         )
@@ -791,6 +795,7 @@ class AsyncMethods:
         blocked_patterns: list | None = None,
         default_model: str | None = None,
         resume_command: list | None = None,
+        resume_session_command: list | None = None,
     ) -> Any:
         """Create a custom agent profile."""
         return await self.call(
@@ -807,6 +812,7 @@ class AsyncMethods:
                     "blockedPatterns": blocked_patterns,
                     "defaultModel": default_model,
                     "resumeCommand": resume_command,
+                    "resumeSessionCommand": resume_session_command,
                 }
             ),
         )
@@ -840,6 +846,7 @@ class AsyncMethods:
         blocked_patterns: list | None = None,
         default_model: str | None = None,
         resume_command: list | None = None,
+        resume_session_command: list | None = None,
     ) -> Any:
         """Change fields of an agent profile (built-in or custom); returns the whole profile."""
         return await self.call(
@@ -856,6 +863,7 @@ class AsyncMethods:
                     "blockedPatterns": blocked_patterns,
                     "defaultModel": default_model,
                     "resumeCommand": resume_command,
+                    "resumeSessionCommand": resume_session_command,
                 }
             ),
         )

@@ -81,3 +81,15 @@ def test_custom_profiles_are_created_and_deleted_but_never_built_ins():
     Agent.objects.filter(pk=agent.pk).update(status="exited")
     assert call("profile.delete", name="aider") == {}
     assert "aider" not in {profile["name"] for profile in call("profile.list")}
+
+
+def test_a_resume_picks_up_exactly_the_cli_session_when_the_profile_says_how():
+    from agents.profiles import get_profile, resume_command
+
+    claude, codex = get_profile("claude-code"), get_profile("codex")
+    assert resume_command(claude, "0b0e4e6c-1c4f") == ["claude", "--resume", "0b0e4e6c-1c4f"]
+    assert resume_command(codex, "019a-beef") == ["codex", "resume", "019a-beef"]
+    assert resume_command(claude, "") == ["claude", "--continue"]  # no session known: the last one
+    changed = call("profile.update", name="codex", resumeSessionCommand=[])
+    assert changed["resumeSessionCommand"] == []
+    assert resume_command(get_profile("codex"), "019a-beef") == ["codex", "resume", "--last"]

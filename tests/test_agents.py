@@ -14,7 +14,8 @@ from websockets.sync.client import connect
 
 @pytest.fixture
 def sandbox(cocoond, sandbox_image):
-    created = cocoond.call("sandbox.create", {"network": "none"})
+    # This checkout's image by its content tag: another checkout on the engine may re-tag :latest.
+    created = cocoond.call("sandbox.create", {"network": "none", "image": sandbox_image})
     yield created
     cocoond.post("sandbox.delete", {"sandboxId": created["id"]})
 
@@ -236,13 +237,30 @@ def test_hooks_are_installed_and_hook_reports_win(cocoond, sandbox):
     assert state["hasCompletedOnboarding"] is True
     assert state["customApiKeyResponses"]["approved"] == ["abcdefghijklmnopqrst"]
 
-    def hook(status):
-        command = ["sh", "-c", f"COCOON_AGENT_ID={agent['id']} cocoon-status {status} '{{\"json\": 1}}'"]
-        assert cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": command})["exitCode"] == 0
+    def hook(status, event='{"json": 1}', argument=""):
+        """cocoon-status as a hook calls it: Claude Code's event on stdin, Codex's notify JSON as $2."""
+        command = ["sh", "-c", 'COCOON_AGENT_ID=$1 cocoon-status "$2" "$3"', "hook", agent["id"], status]
+        run = {"sandboxId": sandbox["id"], "command": [*command, argument], "stdin": event}
+        result = cocoond.call("sandbox.exec", run)
+        assert (result["exitCode"], result["stdout"], result["stderr"]) == (0, "", "")  # silent for the CLI
 
-    hook("blocked")
+    claude_session = "0b0e4e6c-1c4f-4b4e-9a0e-3f0f1d2c3b4a"
+    # A prompt that quotes a session id is JSON-escaped in the event: never taken for the session.
+    hook("working", json.dumps({"session_id": claude_session, "prompt": '"session_id":"ffff"'}))
+    assert wait(cocoond, agent, "working")["cliSessionId"] == claude_session
+    # Hostile session ids never replace it: too long, shell syntax, not hex, a leading dash.
+    for hostile in ("a" * 65, "$(touch /tmp/pwned)", "0b0e;rm -rf /", "ZZZZ", "-rf"):
+        hook("working", json.dumps({"session_id": hostile}))
+    # Codex's notify names a thread, but also for its TUI's side thread that titles the task: not taken.
+    side_thread = "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b"
+    hook("done", event="", argument=json.dumps({"type": "agent-turn-complete", "thread-id": side_thread}))
+    done = wait(cocoond, agent, "done")
+    assert (done["statusSource"], done["cliSessionId"]) == ("hook", claude_session)
+    # Codex's hooks name its session as Claude Code's do.
+    codex_thread = "01a23d6c-0bd4-78a1-8eea-7239afb26645"
+    hook("blocked", json.dumps({"session_id": codex_thread, "hook_event_name": "PermissionRequest"}))
     blocked = wait(cocoond, agent, "blocked")
-    assert blocked["statusSource"] == "hook"
+    assert (blocked["statusSource"], blocked["cliSessionId"]) == ("hook", codex_thread)
     explained = call(cocoond, "agent.explain", agentId=agent["id"])
     assert (explained["rule"], explained["hook"]["status"], explained["hook"]["counts"]) == (
         "hook",
@@ -351,3 +369,64 @@ def test_hook_files_merge_into_the_users_own_and_a_respawn_changes_nothing(cocoo
     broken = cocoond.post("agent.spawn", {"sandboxId": sandbox["id"], "profile": "codex"})
     assert broken.json()["error"]["code"] == "conflict"
     assert read(".codex/config.toml") == "model = [unclosed\n"  # refused, never overwritten
+
+
+# What Codex 0.171's app-server (hooks/list) reported as the hash of each of cocoon's hooks.
+CODEX_HOOK_HASHES = {
+    "user_prompt_submit": "sha256:d6b899f0b17d8176f235ce26bf416f7dd053d9ed5046a264402a548f65648b5d",
+    "permission_request": "sha256:8763fed67fa96ef54afa6b7eb412d3c047ab087c994a03dd006171fd56d1dbc3",
+    "post_tool_use": "sha256:0d37f6a5c94df6da58225afc98727508b75eba864467e202fefdc457da6ed484",
+}
+
+
+def test_codex_hooks_join_the_users_and_only_cocoons_are_trusted():
+    from agents.hooks import merge_codex_config
+
+    mine = "[[hooks.PermissionRequest]]\n[[hooks.PermissionRequest.hooks]]\ntype = 'command'\ncommand = 'hi'"
+    config = tomllib.loads(merge_codex_config(mine, {}))
+    requests = [group["hooks"][0]["command"] for group in config["hooks"]["PermissionRequest"]]
+    assert requests == ["hi", "/opt/cocoon/bin/cocoon-status blocked"]
+    trusted = {key: entry["trusted_hash"] for key, entry in config["hooks"]["state"].items()}
+    assert trusted == {
+        "/home/agent/.codex/config.toml:user_prompt_submit:0:0": CODEX_HOOK_HASHES["user_prompt_submit"],
+        "/home/agent/.codex/config.toml:permission_request:1:0": CODEX_HOOK_HASHES["permission_request"],
+        "/home/agent/.codex/config.toml:post_tool_use:0:0": CODEX_HOOK_HASHES["post_tool_use"],
+    }
+    assert tomllib.loads(merge_codex_config(merge_codex_config(mine, {}), {})) == config  # a respawn
+
+
+@pytest.mark.parametrize(
+    ("hook", "report", "session"),
+    [
+        (
+            "done 1796326052.9 0b0e4e6c-1c4f-4b4e-9a0e-3f0f1d2c3b4a",
+            "done 1796326052.9",
+            "0b0e4e6c-1c4f-4b4e-9a0e-3f0f1d2c3b4a",
+        ),
+        ("working 17.5\n", "working 17.5", ""),
+        ("done 17.5 " + "a" * 65, "done 17.5 " + "a" * 65, ""),  # too long: the report is spoilt too
+        ("done 17.5 $(reboot)", "done 17.5 $(reboot)", ""),
+        ("done 17.5 -rf", "done 17.5 -rf", ""),
+        ("done 17.5 ABCDEF", "done 17.5 ABCDEF", ""),
+        ("exited 17.5 abcdef", "exited 17.5 abcdef", ""),  # not a status a hook may report
+        ("done 17.5 abc def", "done 17.5 abc def", ""),
+        ("done 1" + "0" * 90 + " abcdef", ("done 1" + "0" * 90 + " abcdef")[:100], ""),
+    ],
+)
+def test_a_hook_report_names_the_cli_session_only_in_the_strict_form(hook, report, session):
+    from agents import status
+    from agents.poller import split_report
+
+    assert split_report(hook) == (report, session)
+    if not session and report != "working 17.5":
+        assert status.parse_hook(report) is None  # a spoilt report is ignored as a whole
+
+
+def test_the_watcher_takes_a_report_with_its_session_and_only_a_strict_one():
+    from agents.watch import REPORT
+
+    found = REPORT.fullmatch(b"ag_x1 done 17.5 0b0e4e6c-1c4f")
+    assert found is not None
+    assert found[2] == b"done 17.5 0b0e4e6c-1c4f"
+    for bad in (b"ag_x1 done 17.5 $(id)", b"ag_x1 done 17.5 " + b"a" * 65, b"ag_x1 done 17.5 -rf"):
+        assert REPORT.fullmatch(bad) is None

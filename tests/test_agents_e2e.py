@@ -1,12 +1,17 @@
 """The real Claude Code and Codex CLIs from the toolbox, against local stand-ins for their LLM APIs."""
 
+import json
+import shlex
+
 import pytest
 
+from agents.models import AgentProfile
+from agents.profiles import BUILTIN_PROFILES, resume_command
 from tests.llm_standin import AnthropicStandIn, OpenAIStandIn
 
 
 @pytest.fixture
-def stage(toolbox_cocoond, docker_client):
+def stage(toolbox_cocoond, docker_client, sandbox_image):
     """An open sandbox, a stand-in LLM on its network's gateway and the API key secret; all removed after."""
     cocoond = toolbox_cocoond
     gateway = docker_client.networks.get(f"{cocoond.instance}-outbound").attrs["IPAM"]["Config"][0]["Gateway"]
@@ -17,7 +22,7 @@ def stage(toolbox_cocoond, docker_client):
         cocoond.call(
             "secrets.set", {"name": secret, "value": f"{secret.lower()}-standin-0123456789abcdefghij"}
         )
-        sandbox = cocoond.call("sandbox.create", {"network": "open"})
+        sandbox = cocoond.call("sandbox.create", {"network": "open", "image": sandbox_image})
         made.append((llm, secret, sandbox))
         return llm, sandbox
 
@@ -32,6 +37,32 @@ def spawn(cocoond, sandbox, profile, prompt, **env):
     return cocoond.call(
         "agent.spawn", {"sandboxId": sandbox["id"], "profile": profile, "prompt": prompt, "env": env}
     )
+
+
+def sandbox_sh(cocoond, sandbox, script):
+    return cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["sh", "-c", script]})
+
+
+def resumes_its_session(cocoond, sandbox, profile, session, llm, env, shown):
+    """A profile that runs the built-in's resume command for this session (as a resume after a restart
+    would) shows the conversation the first agent had."""
+    built_in = AgentProfile(**BUILTIN_PROFILES[profile])
+    command = resume_command(built_in, session)
+    assert session in command
+    name = f"{profile}-resumed"
+    fields = {"command": command, "hooks": True, "secrets": built_in.secrets, "env": built_in.env}
+    cocoond.call("profile.create", {"name": name, **fields})
+    try:
+        agent = cocoond.call("agent.spawn", {"sandboxId": sandbox["id"], "profile": name, "env": env})
+        response = cocoond.post(
+            "agent.wait", {"agentId": agent["id"], "until": ["idle", "done"], "timeoutS": 60}
+        )
+        screen = cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
+        assert response.status_code == 200, (response.text, screen)
+        assert shown in screen, screen
+        cocoond.call("agent.kill", {"agentId": agent["id"]})
+    finally:
+        cocoond.post("profile.delete", {"name": name})
 
 
 def wait(cocoond, agent, status, llm):
@@ -54,6 +85,13 @@ def test_claude_code_reports_working_then_done_through_its_hooks(toolbox_cocoond
     # Even in an open sandbox the CLI holds only the credential proxy's placeholder, never the key.
     assert keys
     assert all(key.startswith("cocoon_") for key in keys)
+    # Its hooks named the session the CLI stored, and the resume command picks up exactly that one.
+    session = done["cliSessionId"]
+    stored = sandbox_sh(toolbox_cocoond, sandbox, "cd ~/.claude/projects/-workspace && ls *.jsonl")["stdout"]
+    assert stored.split() == [f"{session}.jsonl"]
+    toolbox_cocoond.call("agent.kill", {"agentId": agent["id"]})
+    env = {"ANTHROPIC_BASE_URL": llm.url}
+    resumes_its_session(toolbox_cocoond, sandbox, "claude-code", session, llm, env, "Say hello.")
 
 
 @pytest.mark.e2e
@@ -85,6 +123,33 @@ def test_codex_reports_done_through_notify(toolbox_cocoond, stage):
     assert done["statusSource"] == "hook"
     assert any(request["path"].endswith("/responses") for request in llm.requests)
     assert "Hello from the OpenAI stand-in." in screen
+    # Its (trusted) UserPromptSubmit hook named the thread the CLI stored (its rollout ends in the id) ...
+    thread = done["cliSessionId"]
+    stored = sandbox_sh(toolbox_cocoond, sandbox, "find ~/.codex/sessions -name 'rollout-*.jsonl'")["stdout"]
+    assert stored.strip().endswith(f"-{thread}.jsonl"), stored
+    # ... as Codex itself takes cocoon's hooks as trusted (its app-server's account of them).
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"clientInfo": {"name": "t", "version": "1"}},
+        },
+        {"jsonrpc": "2.0", "method": "initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "hooks/list", "params": {"cwds": ["/workspace"]}},
+    ]
+    lines = " ".join(shlex.quote(json.dumps(request)) for request in requests)
+    listed = sandbox_sh(
+        toolbox_cocoond,
+        sandbox,
+        f"(printf '%s\\n' {lines}; sleep 5) | timeout 30 codex app-server 2>/dev/null",
+    )["stdout"]
+    answer = next(json.loads(line) for line in listed.splitlines() if '"id":2' in line)
+    trust = {hook["eventName"]: hook["trustStatus"] for hook in answer["result"]["data"][0]["hooks"]}
+    assert trust == {"userPromptSubmit": "trusted", "permissionRequest": "trusted", "postToolUse": "trusted"}
+    toolbox_cocoond.call("agent.kill", {"agentId": agent["id"]})
+    env = {"OPENAI_BASE_URL": llm.url}
+    resumes_its_session(toolbox_cocoond, sandbox, "codex", thread, llm, env, "Say hello.")
 
 
 @pytest.mark.e2e

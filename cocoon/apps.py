@@ -11,8 +11,11 @@ class CocoonConfig(AppConfig):
     def ready(self) -> None:
         # Each app declares its RPC methods in methods.py; importing them registers them.
         autodiscover_modules("methods")
-        from cocoon import auth
+        from cocoon import auth, tokens
+        from cocoon.models import ApiToken
 
-        # In every process (cocoond, workers, manage.py): a changed user ends that user's live sessions.
+        # In every process (cocoond, workers, manage.py): a changed user ends that user's live sessions,
+        # a token changed or deleted (revoked, or by hand) is forgotten by every process's token cache.
         for signal in (post_save, post_delete):
             signal.connect(auth.recheck_user_connections, sender=settings.AUTH_USER_MODEL)
+            signal.connect(tokens.token_changed, sender=ApiToken)

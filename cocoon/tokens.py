@@ -4,13 +4,14 @@ import hashlib
 import hmac
 import secrets
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, events
+from cocoon import activity, events, tokencache
 from cocoon.actors import ENV_ACTOR, Actor
 from cocoon.choices import TokenScope
 from cocoon.errors import Conflict
@@ -32,19 +33,25 @@ def generate_token() -> str:
 
 
 def authenticate(plain: str | None) -> Actor | None:
-    """The actor a plain token belongs to, or None. Compares digests in constant time."""
+    """The actor a plain token belongs to, or None. Compares digests in constant time. A token found in
+    the database is remembered (tokencache) for the next requests: no query per request."""
     if not plain:
         return None
     digest = hash_token(plain)
     if settings.COCOON_TOKEN and hmac.compare_digest(digest, hash_token(settings.COCOON_TOKEN)):
         return ENV_ACTOR
+    if (actor := tokencache.get(digest)) is not None:
+        return actor
+    generation = tokencache.generation()
     token = ApiToken.objects.filter(token_hash=digest).first()
     if token is None or not hmac.compare_digest(token.token_hash, digest):
         return None
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return Actor(token_id=token.id, name=token.name, scope=token.scope)
+    actor = Actor(token_id=token.id, name=token.name, scope=token.scope)
+    tokencache.put(digest, actor, generation)
+    return actor
 
 
 def is_live(actor: Actor) -> bool:
@@ -55,6 +62,13 @@ def is_live(actor: Actor) -> bool:
 def auth_group(token_id: str) -> str:
     """The channel-layer group of every live connection opened as this token (or Django user)."""
     return "auth." + token_id.replace(":", "-")  # group names allow no ":" (users are "user:<pk>")
+
+
+def token_changed(sender: Any, instance: ApiToken, **kwargs: Any) -> None:
+    """A token row was saved or deleted: the token caches forget it once that is committed (not before:
+    a process asking the database meanwhile would remember it again)."""
+    token_id = instance.id  # now: a delete sets it to None afterwards
+    transaction.on_commit(lambda: tokencache.forget(token_id))
 
 
 def recheck_connections(token_id: str) -> None:

@@ -127,7 +127,7 @@ def test_a_revoked_token_loses_its_terminal_and_its_mcp_call(cocoond, sandbox_im
 
 def manage(instance, code: str) -> None:
     """Run Python against the instance's database from a process of its own, as an operator would."""
-    env = server_env(COCOON_DATA=str(instance.data), **instance.env)
+    env = server_env(COCOON_DATA=str(instance.data), COCOON_INSTANCE=instance.instance, **instance.env)
     subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, check=True)
 
 
@@ -185,3 +185,18 @@ def test_logout_and_changes_made_by_another_process_close_the_live_websockets(st
             assert closed.rcvd.code == CLOSE_UNAUTHORIZED
     staying.close()
     leaving.close()
+
+
+def test_a_token_revoked_by_another_process_is_refused_at_once(start_cocoond, redis_url):
+    """cocoond remembers verified tokens (cocoon.tokencache); a revocation anywhere reaches it over Redis."""
+    instance = start_cocoond(env={"REDIS_URL": redis_url})
+    cached = instance.call("tokens.create", {"name": "sec-cached", "scope": "agent"})
+    for _ in range(3):
+        assert instance.call("system.info", token=cached["token"])["version"]
+    manage(
+        instance,
+        "from cocoon.actors import SYSTEM_ACTOR; from cocoon.tokens import revoke_token; "
+        f"revoke_token('{cached['id']}', actor=SYSTEM_ACTOR)",
+    )
+    refused = instance.post("system.info", token=cached["token"])
+    assert (refused.status_code, refused.json()["error"]["code"]) == (401, "unauthorized")

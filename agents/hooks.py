@@ -23,6 +23,7 @@ from sandboxes.drivers.base import AGENT_HOME, OPT_COCOON
 
 STATUS_COMMAND = "/opt/cocoon/bin/cocoon-status"  # what marks a hook entry as cocoon's
 CLAUDE_SETTINGS, CLAUDE_STATE, CODEX_CONFIG = ".claude/settings.json", ".claude.json", ".codex/config.toml"
+CLAUDE_PERMISSION_MODE = "default"  # asks before a tool runs: the agent is `blocked` until answered
 FILES = {"claude": (CLAUDE_SETTINGS, CLAUDE_STATE), "codex": (CODEX_CONFIG,)}  # by the command's name
 
 
@@ -57,9 +58,14 @@ def _merge(path: str, data: bytes | None, variables: dict[str, str]) -> str:
 
 
 def merge_claude_settings(current: dict[str, Any]) -> dict[str, Any]:
-    """The user's settings with cocoon's hook groups in place of any earlier ones of cocoon."""
+    """The user's settings with cocoon's hook groups in place of any earlier ones of cocoon, and the
+    permission mode stated unless the user chose one: newer Claude Codes start in `auto` (tools run
+    unasked), older ones ask; an agent behaves the same whichever version the toolbox installed."""
     ours = json.loads((OPT_COCOON / "hooks" / "claude-code.json").read_text())["hooks"]
-    return current | {"hooks": _merge_hooks(current.get("hooks"), ours)}
+    permissions = current.get("permissions")
+    permissions = dict(permissions) if isinstance(permissions, dict) else {}
+    permissions.setdefault("defaultMode", CLAUDE_PERMISSION_MODE)
+    return current | {"hooks": _merge_hooks(current.get("hooks"), ours), "permissions": permissions}
 
 
 def _merge_hooks(current: Any, ours: dict[str, list[Any]]) -> dict[str, Any]:

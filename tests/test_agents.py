@@ -233,6 +233,8 @@ def test_hooks_are_installed_and_hook_reports_win(cocoond, sandbox):
 
     settings = json.loads(read("/home/agent/.claude/settings.json"))
     assert settings["hooks"]["Stop"][0]["hooks"][0]["command"] == "/opt/cocoon/bin/cocoon-status done"
+    # Asking before tools run whatever the CLI version's default (newer ones start in `auto`).
+    assert settings["permissions"]["defaultMode"] == "default"
     state = json.loads(read("/home/agent/.claude.json"))
     assert state["hasCompletedOnboarding"] is True
     assert state["customApiKeyResponses"]["approved"] == ["abcdefghijklmnopqrst"]
@@ -320,7 +322,13 @@ def test_hook_files_merge_into_the_users_own_and_a_respawn_changes_nothing(cocoo
     user_stop = {"hooks": [{"type": "command", "command": "notify-send done"}]}
     write(
         ".claude/settings.json",
-        json.dumps({"model": "opus", "hooks": {"Stop": [user_stop], "PreCompact": [user_stop]}}),
+        json.dumps(
+            {
+                "model": "opus",
+                "hooks": {"Stop": [user_stop], "PreCompact": [user_stop]},
+                "permissions": {"defaultMode": "acceptEdits", "allow": ["Bash(ls)"]},
+            }
+        ),
     )
     write(".claude.json", json.dumps({"numStartups": 7, "theme": "light", "projects": {"/src": {"x": 1}}}))
     write(
@@ -348,6 +356,7 @@ def test_hook_files_merge_into_the_users_own_and_a_respawn_changes_nothing(cocoo
     settings = json.loads(snapshots[1][0])
     assert settings["model"] == "opus"
     assert settings["hooks"]["PreCompact"] == [user_stop]
+    assert settings["permissions"] == {"defaultMode": "acceptEdits", "allow": ["Bash(ls)"]}  # the user's
     stop_commands = [entry["command"] for group in settings["hooks"]["Stop"] for entry in group["hooks"]]
     assert stop_commands == ["notify-send done", "/opt/cocoon/bin/cocoon-status done"]
     state = json.loads(snapshots[1][1])

@@ -298,8 +298,9 @@ class Methods:
         network: str | None = None,
         limits: dict | None = None,
         runtime: str | None = None,
+        pool: bool | None = None,
     ) -> Any:
-        """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults."""
+        """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults. Claims a started sandbox from the warm pool of these options when there is one (fromPool), unless pool is false."""
         return self.call(
             "sandbox.create",
             _params(
@@ -311,6 +312,7 @@ class Methods:
                     "network": network,
                     "limits": limits,
                     "runtime": runtime,
+                    "pool": pool,
                 }
             ),
         )
@@ -511,7 +513,7 @@ class Methods:
         )
 
     def system_info(self) -> Any:
-        """Server version, sandbox driver kind, its capabilities and runtimes."""
+        """Server version, sandbox driver kind, its capabilities and runtimes, and the warm pools' members (ready, starting) and cap."""
         return self.call("system.info", _params({}))
 
     def system_methods(self) -> Any:
@@ -891,8 +893,9 @@ class AsyncMethods:
         network: str | None = None,
         limits: dict | None = None,
         runtime: str | None = None,
+        pool: bool | None = None,
     ) -> Any:
-        """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults."""
+        """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults. Claims a started sandbox from the warm pool of these options when there is one (fromPool), unless pool is false."""
         return await self.call(
             "sandbox.create",
             _params(
@@ -904,6 +907,7 @@ class AsyncMethods:
                     "network": network,
                     "limits": limits,
                     "runtime": runtime,
+                    "pool": pool,
                 }
             ),
         )
@@ -1104,7 +1108,7 @@ class AsyncMethods:
         )
 
     async def system_info(self) -> Any:
-        """Server version, sandbox driver kind, its capabilities and runtimes."""
+        """Server version, sandbox driver kind, its capabilities and runtimes, and the warm pools' members (ready, starting) and cap."""
         return await self.call("system.info", _params({}))
 
     async def system_methods(self) -> Any:

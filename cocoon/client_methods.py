@@ -513,7 +513,7 @@ class Methods:
         )
 
     def system_info(self) -> Any:
-        """Server version, sandbox driver kind, its capabilities and runtimes, and the warm pools' members (ready, starting) and cap."""
+        """Server version, sandbox driver kind, its capabilities and runtimes, and the warm pools' members (ready, starting)."""
         return self.call("system.info", _params({}))
 
     def system_methods(self) -> Any:
@@ -1108,7 +1108,7 @@ class AsyncMethods:
         )
 
     async def system_info(self) -> Any:
-        """Server version, sandbox driver kind, its capabilities and runtimes, and the warm pools' members (ready, starting) and cap."""
+        """Server version, sandbox driver kind, its capabilities and runtimes, and the warm pools' members (ready, starting)."""
         return await self.call("system.info", _params({}))
 
     async def system_methods(self) -> Any:

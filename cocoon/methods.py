@@ -64,7 +64,7 @@ SUBSCRIPTION_FILTER = obj(
 @registry.method(
     "system.info",
     description="Server version, sandbox driver kind, its capabilities and runtimes, and the warm pools' "
-    "members (ready, starting) and cap.",
+    "members (ready, starting).",
     result=obj(
         {
             "version": STRING,
@@ -73,7 +73,7 @@ SUBSCRIPTION_FILTER = obj(
             "runtimes": array(STRING),
             "embeddedWorker": BOOLEAN,
             "languages": array(STRING),
-            "pool": obj({"ready": INTEGER, "starting": INTEGER, "cap": INTEGER}),
+            "pool": obj({"ready": INTEGER, "starting": INTEGER}),
         }
     ),
     agent_side=True,

@@ -206,13 +206,12 @@ def _remove(member: Sandbox) -> int:
 
 
 def info() -> dict[str, Any]:
-    """system.info's part about the pools."""
-    counts = (
-        Sandbox.objects.exclude(pool="")
-        .exclude(pool=REMOVING)
-        .aggregate(
+    """system.info's part about the pools: one query (system.info is called often; the cap is in the
+    settings)."""
+    members = Sandbox.objects.exclude(pool="").exclude(pool=REMOVING)
+    return {
+        "pool": members.aggregate(
             ready=Count("id", filter=Q(state=SandboxState.RUNNING)),
             starting=Count("id", filter=Q(state=SandboxState.CREATING)),
         )
-    )
-    return {"pool": counts | {"cap": config.get_settings()["sandbox"]["poolCap"]}}
+    }

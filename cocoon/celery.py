@@ -21,6 +21,8 @@ POLL_INTERVAL_S = float(env_str("COCOON_POLL_INTERVAL_S") or 2)
 app.conf.beat_schedule = {
     "prune-activity": {"task": "cocoon.tasks.prune_activity", "schedule": crontab(minute=17, hour=3)},
     "reconcile-sandboxes": {"task": "sandboxes.tasks.reconcile", "schedule": 30.0},
+    # Warm pools: a claim kicks a refill at once; the beat catches rebuilt images and changed settings.
+    "refill-pools": {"task": "sandboxes.tasks.refill_pools", "schedule": 5.0},
     "poll-agents": {"task": "agents.tasks.poll", "schedule": POLL_INTERVAL_S},
     "sweep-agent-sessions": {"task": "agents.tasks.sweep", "schedule": 300.0},
     "egress": {"task": "egress.tasks.tick", "schedule": 2.0},

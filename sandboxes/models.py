@@ -17,6 +17,12 @@ def new_proxy_token() -> str:
     return secrets.token_hex(16)
 
 
+class SandboxQuerySet(models.QuerySet["Sandbox"]):
+    def claimed(self) -> "SandboxQuerySet":
+        """The sandboxes users see: not the warm pools' members."""
+        return self.filter(pool="")
+
+
 class Sandbox(models.Model):
     """A sandbox: one container (or bwrap folder) with a git workspace, where agents run.
 
@@ -40,8 +46,15 @@ class Sandbox(models.Model):
     # The sandbox's part of its credential-proxy placeholders (cocoon_<token>_<NAME>); the proxy also
     # checks the source address, so it is no key by itself.
     proxy_token = models.CharField(max_length=64, default=new_proxy_token, editable=False)
+    # Set while the sandbox waits in a warm pool (sandboxes.pools): the key of its template. Cleared
+    # when a create claims it; until then no method shows or reaches it.
+    pool = models.CharField(max_length=32, blank=True, db_index=True)
+    # The engine's id of the image a pool member was made from: a rebuild of its tag replaces it.
+    pool_image_id = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = SandboxQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

@@ -62,8 +62,12 @@ SANDBOX_CREATE = obj(
         "network": enum(*NetworkMode.values),
         "limits": LIMITS,
         "runtime": string(maxLength=50),
+        # False: a cold create even when a warm pool has a sandbox of these options.
+        "pool": BOOLEAN,
     }
 )
+# sandbox.create's result: the sandbox, and whether it was claimed warm from a pool.
+SANDBOX_CREATED = SANDBOX | {"properties": SANDBOX["properties"] | {"fromPool": BOOLEAN}}
 EXEC_RESULT = obj({"exitCode": INTEGER, "stdout": STRING, "stderr": STRING, "truncated": BOOLEAN})
 ENCODING = enum("utf-8", "base64")
 FILE_LIST = obj(

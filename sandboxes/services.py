@@ -7,6 +7,7 @@ import re
 import subprocess
 import tarfile
 import tempfile
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -77,7 +78,10 @@ def _publish(sandbox: Sandbox) -> None:
 
 
 def get_sandbox(sandbox_id: str) -> Sandbox:
-    return get_or_not_found(Sandbox, sandbox_id, _("Sandbox %(id)s does not exist."), id=sandbox_id)
+    """The sandbox, never a warm pool's member: nothing may run in one before a create claims it."""
+    return get_or_not_found(
+        Sandbox.objects.claimed(), sandbox_id, _("Sandbox %(id)s does not exist."), id=sandbox_id
+    )
 
 
 def _limits(requested: dict[str, Any] | None, defaults: dict[str, Any]) -> Limits:
@@ -101,61 +105,92 @@ def check_network_mode(network: str | None, actor: Actor) -> str:
     return network
 
 
-def create_sandbox(
-    *,
-    actor: Actor,
-    name: str | None = None,
-    image: str | None = None,
-    network: str | None = None,
-    limits: dict[str, Any] | None = None,
-    runtime: str | None = None,
-    repo: str | None = None,
-    branch: str | None = None,
-) -> Sandbox:
-    """Create a running sandbox with a git workspace, or raise leaving nothing behind."""
-    defaults = config.get_settings()["sandbox"]
-    driver = get_driver()
-    image = image or defaults["image"]
-    network = check_network_mode(network, actor)
-    runtime = runtime if runtime is not None else defaults["runtime"]
-    resolved = _limits(limits, defaults)
-    if repo and not REPO_URL.match(repo):
-        raise field_error("repo", _("Must be an http(s)://, git://, ssh:// or user@host:path URL."))
-    if branch and not BRANCH.match(branch):
-        raise field_error("branch", _("Has an invalid format."))
-    if runtime and runtime not in driver.runtimes():
-        raise field_error(
-            "runtime", interpolate_lazy(_("The engine does not offer %(runtime)s."), {"runtime": runtime})
-        )
+@dataclass(frozen=True)
+class Options:
+    """What a sandbox is made of, defaults applied: a create request's options, or a pool's template."""
 
+    image: str
+    network: str
+    runtime: str
+    limits: Limits
+    repo: str = ""
+    branch: str = ""
+
+
+def options_from(defaults: dict[str, Any], **options: Any) -> Options:
+    """The Options of a create's (or a pool template's) fields, unset ones from the settings' sandbox
+    defaults. Checks only the limits against their maxima: resolve_options checks the rest of a request."""
+    runtime = options.get("runtime")
+    return Options(
+        image=options.get("image") or defaults["image"],
+        network=options.get("network") or defaults["network"],
+        runtime=runtime if runtime is not None else defaults["runtime"],
+        limits=_limits(options.get("limits"), defaults),
+        repo=options.get("repo") or "",
+        branch=options.get("branch") or "",
+    )
+
+
+def resolve_options(*, actor: Actor, **options: Any) -> Options:
+    """The checked Options of a create request (image, network, limits, runtime, repo, branch)."""
+    defaults = config.get_settings()["sandbox"]
+    resolved = options_from(defaults, **options)
+    check_network_mode(resolved.network, actor)
+    if resolved.repo and not REPO_URL.match(resolved.repo):
+        raise field_error("repo", _("Must be an http(s)://, git://, ssh:// or user@host:path URL."))
+    if resolved.branch and not BRANCH.match(resolved.branch):
+        raise field_error("branch", _("Has an invalid format."))
+    if resolved.runtime and resolved.runtime not in get_driver().runtimes():
+        raise field_error(
+            "runtime",
+            interpolate_lazy(_("The engine does not offer %(runtime)s."), {"runtime": resolved.runtime}),
+        )
+    return resolved
+
+
+def create_sandbox(*, actor: Actor, name: str | None = None, **options: Any) -> Sandbox:
+    """Create a running sandbox with a git workspace (a cold create: sandboxes.pools.create_sandbox
+    claims a warm one first), or raise leaving nothing behind. options: those of resolve_options."""
+    return make_sandbox(resolve_options(actor=actor, **options), name=name, actor=actor)
+
+
+def make_sandbox(
+    options: Options, *, name: str | None, actor: Actor | None, pool: str = "", pool_image_id: str = ""
+) -> Sandbox:
+    """Make a sandbox of checked options, or raise leaving nothing behind. A pool member (pool: its
+    template's key) is made quietly: no activity entry and no event until a create claims it."""
+    driver = get_driver()
     sandbox_id = new_sandbox_id()
     try:
         with transaction.atomic():
             sandbox = Sandbox.objects.create(
                 id=sandbox_id,
                 name=name or sandbox_id,
-                image=image,
-                network=network,
-                cpus=resolved.cpus,
-                memory_mb=resolved.memory_mb,
-                pids=resolved.pids,
-                runtime=runtime,
+                image=options.image,
+                network=options.network,
+                cpus=options.limits.cpus,
+                memory_mb=options.limits.memory_mb,
+                pids=options.limits.pids,
+                runtime=options.runtime,
                 driver=driver.kind,
-                repo=repo or "",
-                branch=branch or "",
+                repo=options.repo,
+                branch=options.branch,
+                pool=pool,
+                pool_image_id=pool_image_id,
             )
     except IntegrityError:
         raise Conflict(_("A sandbox named %(name)s exists already."), name=name) from None
 
     spec = SandboxSpec(
         sandbox.id,
-        image,
-        network,
-        resolved,
-        runtime,
-        read_only_root=defaults["readOnlyRoot"],
-        hostname=_hostname(sandbox.name),
-        workspace=None if repo else baseline_archive(branch or "main"),
+        options.image,
+        options.network,
+        options.limits,
+        options.runtime,
+        read_only_root=config.get_settings()["sandbox"]["readOnlyRoot"],
+        # Its id, not its name: a warm pool's member gets its name only when a create claims it.
+        hostname=_hostname(sandbox.id),
+        workspace=None if options.repo else baseline_archive(options.branch or "main"),
     )
     try:
         observed = driver.create(networking.prepare(spec))
@@ -164,33 +199,39 @@ def create_sandbox(
             sandbox.ips = observed.ips
             sandbox.save(update_fields=["ips"])
             networking.attached(sandbox, wait=True)
-        if repo:
+        if options.repo:
             _clone_repository(sandbox)
     except ImageNotFound:
         # Not checked up front: the engine says so on create, which saves a round trip every time.
-        _discard(sandbox)
+        discard(sandbox)
         raise field_error(
-            "image", interpolate_lazy(_("Unknown image %(image)s."), {"image": image})
+            "image", interpolate_lazy(_("Unknown image %(image)s."), {"image": options.image})
         ) from None
     except BaseException:
-        _discard(sandbox)
+        discard(sandbox)
         raise
 
     with transaction.atomic():
         sandbox.state = observed.state
         sandbox.ips = observed.ips
         sandbox.save()
-        activity.record("sandbox.created", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox.id)
-        _publish(sandbox)
+        if not pool:
+            announce_created(sandbox, actor)
     return sandbox
+
+
+def announce_created(sandbox: Sandbox, actor: Actor | None) -> None:
+    """The activity entry and the event of a new sandbox (made, or claimed from a pool)."""
+    activity.record("sandbox.created", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox.id)
+    _publish(sandbox)
 
 
 def _hostname(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9-]", "-", name)[:63].strip("-") or "sandbox"
 
 
-def _discard(sandbox: Sandbox) -> None:
-    """Undo a failed create: engine objects first, then the row."""
+def discard(sandbox: Sandbox) -> None:
+    """Undo a failed create, or remove a pool member: engine objects first, then the row; quietly."""
     try:
         get_driver().remove(sandbox.id)
     except Exception:
@@ -355,15 +396,18 @@ def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:
     for sandbox in Sandbox.objects.filter(state=SandboxState.CREATING, created_at__lte=cutoff):
         logger.warning("undoing the interrupted create of sandbox %s", sandbox.id)
         try:
-            _discard(sandbox)
-            activity.record("sandbox.interrupted", {"name": sandbox.name}, actor=None, sandbox_id=sandbox.id)
-            events.publish("sandbox.deleted", {"id": sandbox.id}, sandbox_id=sandbox.id)
+            discard(sandbox)
+            if not sandbox.pool:  # a pool member was never announced
+                activity.record(
+                    "sandbox.interrupted", {"name": sandbox.name}, actor=None, sandbox_id=sandbox.id
+                )
+                events.publish("sandbox.deleted", {"id": sandbox.id}, sandbox_id=sandbox.id)
             changed += 1
         except Exception:
             logger.exception("could not undo the interrupted create of sandbox %s", sandbox.id)
     for sandbox in Sandbox.objects.exclude(state=SandboxState.CREATING):
         try:
-            changed += _align(driver, sandbox)
+            changed += _align_member(driver, sandbox) if sandbox.pool else _align(driver, sandbox)
         except Exception:
             # One sandbox the engine or the database trips over must not stop the others' alignment.
             logger.exception("could not align sandbox %s with the engine", sandbox.id)
@@ -379,6 +423,16 @@ def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:
         logger.warning("removing orphaned sandbox objects of %s", orphan)
         driver.remove(orphan)
     return changed
+
+
+def _align_member(driver: Any, sandbox: Sandbox) -> int:
+    """A pool member the engine no longer runs (stopped by a host restart, gone) is of no use to a claim:
+    it is removed quietly, and the pools' refill makes a new one."""
+    if driver.inspect(sandbox.id).state == SandboxState.RUNNING:
+        return 0
+    logger.info("removing pool member %s: the engine no longer runs it", sandbox.id)
+    discard(sandbox)
+    return 1
 
 
 def _align(driver: Any, sandbox: Sandbox) -> int:

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from sandboxes import images, services, toolbox
+from sandboxes import images, pools, services, toolbox
 
 
 @shared_task(name="sandboxes.tasks.reconcile")
@@ -12,7 +12,14 @@ def reconcile() -> int:
 
 @shared_task(name="sandboxes.tasks.build_image")
 def build_image(variant: str) -> str:
-    return images.build_image(variant)
+    tag = images.build_image(variant)
+    pools.refill()  # members made from the image before this build are replaced now
+    return tag
+
+
+@shared_task(name=pools.REFILL_TASK)
+def refill_pools() -> int:
+    return pools.refill()
 
 
 @shared_task(name="sandboxes.tasks.install_toolbox")

@@ -23,7 +23,7 @@ from agents.models import Agent
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR
 from cocoon.errors import CocoonError, InternalError, NotFound
-from sandboxes import files, git
+from sandboxes import files, git, pools
 from sandboxes import services as sandboxes
 from sandboxes.choices import SandboxState
 from sandboxes.models import Sandbox
@@ -167,8 +167,9 @@ class Run:
         task = self.task
         if task.own_sandbox and not task.sandbox_id:
             # A runner that died between creating the sandbox and saving its id left it by this name.
-            sandbox = Sandbox.objects.filter(name=task.id).first() or sandboxes.create_sandbox(
-                actor=SYSTEM_ACTOR, name=task.id, **task.sandbox_spec
+            sandbox = (
+                Sandbox.objects.filter(name=task.id).first()
+                or pools.create_sandbox(actor=SYSTEM_ACTOR, name=task.id, **task.sandbox_spec).sandbox
             )
             task.sandbox_id = sandbox.id
             self._save("sandbox_id")

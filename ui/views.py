@@ -90,6 +90,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         {
             "setup": setup,
             "sandboxes": call(request, "sandbox.list"),
+            "pool": call(request, "system.info")["pool"],
             "agents": call(request, "agent.list"),
         },
     )

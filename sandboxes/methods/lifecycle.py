@@ -6,7 +6,7 @@ from django.db import transaction
 
 from cocoon.registry import Call, registry
 from cocoon.schema import BOOLEAN, EMPTY, ENV, STRING, array, enum, obj, string
-from sandboxes import images, services, toolbox
+from sandboxes import images, pools, services, toolbox
 from sandboxes.choices import ImageVariant
 from sandboxes.models import Sandbox
 from sandboxes.schemas import (
@@ -15,6 +15,7 @@ from sandboxes.schemas import (
     SANDBOX,
     SANDBOX_BY_ID,
     SANDBOX_CREATE,
+    SANDBOX_CREATED,
     SANDBOX_ID,
     TOOLBOX_STATUS,
     serialize_exec_result,
@@ -28,20 +29,22 @@ from sandboxes.tasks import build_image, install_toolbox
 @registry.method(
     "sandbox.create",
     description="Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged "
-    "cocoon-baseline. Unset fields take the settings' sandbox defaults.",
+    "cocoon-baseline. Unset fields take the settings' sandbox defaults. Claims a started sandbox from the "
+    "warm pool of these options when there is one (fromPool), unless pool is false.",
     params=SANDBOX_CREATE,
-    result=SANDBOX,
+    result=SANDBOX_CREATED,
     agent_side=True,
 )
 def sandbox_create(call: Call) -> dict[str, Any]:
-    return serialize_sandbox(services.create_sandbox(actor=call.actor, **call.params))
+    created = pools.create_sandbox(actor=call.actor, **call.params)
+    return serialize_sandbox(created.sandbox) | {"fromPool": created.from_pool}
 
 
 @registry.method(
     "sandbox.list", description="All sandboxes, newest first.", result=array(SANDBOX), agent_side=True
 )
 def sandbox_list(call: Call) -> list[dict[str, Any]]:
-    return [serialize_sandbox(sandbox) for sandbox in Sandbox.objects.all()]
+    return [serialize_sandbox(sandbox) for sandbox in Sandbox.objects.claimed()]
 
 
 @registry.method(

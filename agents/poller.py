@@ -300,7 +300,9 @@ def sweep_sessions(grace_s: float = SWEEP_GRACE_S) -> int:
     written left one (the engine finishes an exec whose client is gone); cocoond's start passes 0 when
     its embedded worker was the only spawner."""
     closed = 0
-    for sandbox_id in Sandbox.objects.filter(state=SandboxState.RUNNING).values_list("id", flat=True):
+    # Pool members are left alone: nothing may run in one before it is claimed (sandboxes.pools).
+    running = Sandbox.objects.claimed().filter(state=SandboxState.RUNNING)
+    for sandbox_id in running.values_list("id", flat=True):
         try:
             closed += _sweep(sandbox_id, grace_s)
         except Exception:  # one sandbox's failure must not keep the others' sessions

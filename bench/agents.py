@@ -424,9 +424,9 @@ def _hook_latencies(server, container: str, agent_id: str, runs: int) -> list[fl
 
 def _screen_latencies(server, call, container: str, agent_id: str, runs: int) -> list[float]:
     """Seconds from a line written straight to the agent's terminal, as its program's output would be
-    (not through cocoon's input), to the agent.updated that shows it. cocoon publishes no event for a
-    screen change alone, only for the status it changes: a quiet agent's idle becomes working
-    (screen_changing). agent.wait has it settle back to idle in between: it polls when no event came."""
+    (not through cocoon's input), to the agent.updated that shows it (its lastActivityAt moves; a quiet
+    agent's idle becomes working too). It settles back to idle in between (3 s of quiet), so each
+    sample starts from a quiet sandbox."""
     # One exec for all the lines: what is timed is the screen's way to the event, not an exec's start.
     script = (
         f'tty=$(tmux -L cocoon display-message -p -t "={agent_id}:" "#{{pane_tty}}") &&'
@@ -448,9 +448,10 @@ def _screen_latencies(server, call, container: str, agent_id: str, runs: int) ->
             for index in range(runs):
                 call("agent.wait", agentId=agent_id, until=["idle"], timeoutS=60)  # fails if it does not
                 time.sleep(random.uniform(0, TICK_S))
+                before = call("agent.get", agentId=agent_id)["lastActivityAt"]
                 started = time.time()
                 write(f"screen probe {index}")
-                while ws.next_event(timeout=60)["event"]["data"]["status"] != "working":
+                while ws.next_event(timeout=60)["event"]["data"]["lastActivityAt"] <= before:
                     pass
                 latencies.append(time.time() - started)
     finally:

@@ -3,9 +3,12 @@
 An entry is the actor of a token digest, for at most TTL_S. A token that is deleted (revoked, or by
 any other way: the signal sees them all) is forgotten here at once and, with REDIS_URL, in every other
 process through a Redis publish that each process's listener hears. Should the listener miss one
-(Redis away), it forgets everything when it subscribes again, and TTL_S bounds the rest.
+(Redis away, a connection that died quietly: it pings), it forgets everything once subscribed again,
+and TTL_S bounds the rest. Without REDIS_URL only this process is told: a token deleted by another
+process (`manage.py shell`) holds here for up to TTL_S.
 """
 
+import functools
 import logging
 import threading
 import time
@@ -19,7 +22,9 @@ logger = logging.getLogger(__name__)
 
 TTL_S = 60.0
 MAX_ENTRIES = 10_000  # digests are only stored once verified, but the table stays bounded regardless
-RETRY_S = 1.0  # the listener subscribes again this long after losing Redis
+RETRY_S = 0.5  # the listener subscribes again after losing Redis, waiting twice as long each time
+RETRY_MAX_S = 30.0
+PING_S = 15.0  # a quiet listener pings Redis this often; no answer by the next time, and it reconnects
 
 _lock = threading.Lock()
 _entries: dict[str, tuple[Actor, float]] = {}  # digest -> (actor, when verified)
@@ -57,7 +62,7 @@ def forget(token_id: str) -> None:
     _forget_here(token_id)
     if settings.REDIS_URL:
         try:
-            _redis().publish(_channel(), token_id)
+            _publisher(settings.REDIS_URL).publish(_channel(), token_id)
         except redis.RedisError:  # the others' entries expire within TTL_S
             logger.warning("could not publish the revocation of token %s", token_id, exc_info=True)
 
@@ -81,8 +86,9 @@ def _channel() -> str:
     return f"cocoon:{settings.COCOON_INSTANCE}:tokens:forget"
 
 
-def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+@functools.cache
+def _publisher(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=2)
 
 
 def _listen() -> None:
@@ -98,17 +104,32 @@ def _listen() -> None:
 
 
 def _listener() -> None:
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_keepalive=True)
+    failures = 0
     while True:
+        pubsub = client.pubsub()  # type: ignore[no-untyped-call]
         try:
-            # Pinged every 30 s: a connection that died silently is noticed and opened again.
-            client = redis.Redis.from_url(settings.REDIS_URL, health_check_interval=30)
-            pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
             pubsub.subscribe(_channel())
-            clear()  # whatever was revoked while nobody listened
-            for message in pubsub.listen():
-                if message["type"] == "message":
+            pinged = False
+            while True:
+                message = pubsub.get_message(timeout=PING_S)
+                if message is None:  # quiet: is the connection still there? (an idle one may be dead)
+                    if pinged:
+                        raise redis.ConnectionError("Redis did not answer a ping")
+                    pubsub.ping()
+                    pinged = True
+                    continue
+                pinged = False
+                if message["type"] == "subscribe":  # listening from now: forget what came before
+                    clear()
+                    failures = 0
+                elif message["type"] == "message":
                     _forget_here(message["data"].decode())
-        except Exception:
-            logger.warning("the token revocation listener lost Redis", exc_info=True)
+        except Exception as error:
+            failures += 1
+            if failures == 1:
+                logger.warning("the token revocation listener lost Redis: %s", error)
             clear()
-            time.sleep(RETRY_S)
+            time.sleep(min(RETRY_S * 2**failures, RETRY_MAX_S))
+        finally:
+            pubsub.close()

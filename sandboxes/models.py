@@ -17,6 +17,10 @@ def new_proxy_token() -> str:
     return secrets.token_hex(16)
 
 
+# The pool field of a member being removed: no template has this key, so no claim can take it.
+POOL_REMOVING = "-"
+
+
 class SandboxQuerySet(models.QuerySet["Sandbox"]):
     def claimed(self) -> "SandboxQuerySet":
         """The sandboxes users see: not the warm pools' members."""

@@ -9,14 +9,22 @@ sizes and the cap are read afresh on each refill: a changed template is a new ke
 the old one are surplus.
 """
 
+import contextlib
+import functools
 import hashlib
 import json
 import logging
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from typing import Any
 
+import redis
 from celery import current_app
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
@@ -29,19 +37,19 @@ from sandboxes import services
 from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, SandboxDriver
-from sandboxes.models import Sandbox
+from sandboxes.models import POOL_REMOVING, Sandbox
 
 logger = logging.getLogger(__name__)
 
-# The pool field of a member being removed: no template has this key, so no claim can take it.
-REMOVING = "-"
 # Members the engine no longer runs that a claim meets before it gives up and creates cold: a host
 # restart stops them all at once, and reconcile has yet to notice.
 DEAD_TRIES = 2
 REFILL_TASK = "sandboxes.tasks.refill_pools"
-# A refill ends after this many rounds and the next beat goes on: a template whose members never come up
+# A refill ends after this long and the next beat goes on: a template whose members never come up
 # running (made, found wanting, removed, made again) cannot keep a worker busy for ever.
-MAX_ROUNDS = 100
+REFILL_S = 60
+LOCK_SLACK_S = 60  # the refill lock outlives a refill by this much (a member's create under way)
+REPO_MEMBER_MAX_AGE = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -59,25 +67,30 @@ class Created:
     from_pool: bool
 
 
-def template_key(options: services.Options) -> str:
-    return hashlib.sha256(json.dumps(asdict(options), sort_keys=True).encode()).hexdigest()[:32]
+def template_key(options: services.Options, document: dict[str, Any]) -> str:
+    """The options, and the settings a create reads besides them (sandboxes.services.make_sandbox): a
+    member made before such a setting changed belongs to no pool any more, and is replaced."""
+    made_with = {"options": asdict(options), "readOnlyRoot": document["sandbox"]["readOnlyRoot"]}
+    return hashlib.sha256(json.dumps(made_with, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def configured_pools(document: dict[str, Any]) -> dict[str, Pool]:
-    """The pools of a settings document by key. Pure: no engine, no database."""
+    """The pools of a settings document by key (templates that come out the same are one pool of both
+    sizes). Pure: no engine, no database."""
     defaults = document["sandbox"]
-    pools = {}
+    pools: dict[str, Pool] = {}
     for template in defaults["pools"]:
         options = services.options_from(defaults, **{k: v for k, v in template.items() if k != "size"})
-        key = template_key(options)
-        pools[key] = Pool(key, template["size"], options)
+        key = template_key(options, document)
+        size = template["size"] + (pools[key].size if key in pools else 0)
+        pools[key] = Pool(key, size, options)
     return pools
 
 
 def match(options: services.Options, document: dict[str, Any]) -> str | None:
     """The key of the pool whose template is exactly these options, if one has a size. Name and labels
     are no part of a template: a claim applies them."""
-    pool = configured_pools(document).get(template_key(options))
+    pool = configured_pools(document).get(template_key(options, document))
     return pool.key if pool and pool.size > 0 else None
 
 
@@ -88,18 +101,27 @@ def create_sandbox(*, actor: Actor, name: str | None = None, pool: bool = True, 
     key = match(resolved, config.get_settings()) if pool else None
     if key is None:
         return Created(services.make_sandbox(resolved, name=name, actor=actor), from_pool=False)
-    # Claimed or found empty: either way it is short of members now.
-    transaction.on_commit(lambda: current_app.send_task(REFILL_TASK))
-    sandbox = claim(key, name=name, actor=actor)
+    sandbox = claim(key, resolved.image, name=name, actor=actor)
+    _kick_refill()  # claimed or found empty: either way it is short of members now
     if sandbox is not None:
         return Created(sandbox, from_pool=True)
     return Created(services.make_sandbox(resolved, name=name, actor=actor), from_pool=False)
 
 
-def claim(key: str, *, name: str | None, actor: Actor) -> Sandbox | None:
-    """A running member of pool key, now an ordinary sandbox named name (created now), or None."""
+def _kick_refill() -> None:
+    try:
+        current_app.send_task(REFILL_TASK)
+    except Exception:  # the broker away: the beat refills later, and this create goes on
+        logger.warning("could not ask for a refill of the pools", exc_info=True)
+
+
+def claim(key: str, image: str, *, name: str | None, actor: Actor) -> Sandbox | None:
+    """A running member of pool key made from the image as the engine has it now, from then on an
+    ordinary sandbox named name (created now); None when there is none."""
     driver = get_driver()
     waiting = Sandbox.objects.filter(pool=key, state=SandboxState.RUNNING).order_by("created_at")
+    if current := _image_id(driver, image):  # a rebuild's refill may not have replaced them yet
+        waiting = waiting.filter(pool_image_id=current)
     dead = 0
     for sandbox_id in list(waiting.values_list("id", flat=True)):
         # The row says running as of reconcile's last look; the engine says so now.
@@ -114,43 +136,74 @@ def claim(key: str, *, name: str | None, actor: Actor) -> Sandbox | None:
                 taken = Sandbox.objects.filter(pk=sandbox_id, pool=key, state=SandboxState.RUNNING).update(
                     pool="", name=name or sandbox_id, created_at=now, updated_at=now
                 )
+                if taken:  # else a concurrent create took it first: the next one
+                    sandbox = Sandbox.objects.get(pk=sandbox_id)
+                    services.announce_created(sandbox, actor)  # with the claim, or neither
+                    return sandbox
         except IntegrityError:
             raise Conflict(_("A sandbox named %(name)s exists already."), name=name) from None
-        if taken:  # else a concurrent create took it first: the next one
-            sandbox = Sandbox.objects.get(pk=sandbox_id)
-            services.announce_created(sandbox, actor)
-            return sandbox
     return None
-
-
-_refilling = threading.Lock()
 
 
 def refill() -> int:
     """Bring every pool to its size within settings.sandbox.poolCap: members of removed or changed
-    templates, of a rebuilt image, beyond a size or no longer running go; new ones are made one by one
-    (each round reads the pools again, so a claim meanwhile is seen). Returns how many came or went."""
-    if not _refilling.acquire(blocking=False):
-        return 0  # this process refills already; its next round sees whatever kicked this one
-    try:
-        changed = 0
-        for _round in range(MAX_ROUNDS):
-            step = _refill_step()
+    templates, of a rebuilt image, of a repo cloned too long ago, beyond a size or the cap, or no longer
+    running go; new ones are made one by one (each round reads the pools again, so a claim meanwhile is
+    seen). One refill at a time across all processes; it stops after REFILL_S and the next beat goes on.
+    Returns how many members came or went."""
+    with refill_lock() as held:
+        if not held:
+            return 0  # one is under way; its next round sees whatever asked for this one
+        changed, failed = 0, set[str]()
+        deadline = time.monotonic() + REFILL_S
+        while time.monotonic() < deadline:
+            step = _refill_step(failed)
             if step is None:
                 break
             changed += step
         return changed
+
+
+@contextmanager
+def refill_lock() -> Iterator[bool]:
+    """Whether this caller may refill: a Redis lock shared by every process with REDIS_URL (the worker's
+    prefork children each take tasks), a lock of this process without it (the embedded worker)."""
+    if not settings.REDIS_URL:
+        held = _local_lock.acquire(blocking=False)
+        try:
+            yield held
+        finally:
+            if held:
+                _local_lock.release()
+        return
+    lock = _redis(settings.REDIS_URL).lock(
+        f"cocoon:{settings.COCOON_INSTANCE}:pools:refill", timeout=REFILL_S + LOCK_SLACK_S
+    )
+    held = lock.acquire(blocking=False)
+    try:
+        yield held
     finally:
-        _refilling.release()
+        if held:
+            with contextlib.suppress(redis.RedisError):  # expired meanwhile: another may hold it now
+                lock.release()
 
 
-def _refill_step() -> int | None:
-    """One round: remove what must go, or make one member; None when there is nothing to do."""
+_local_lock = threading.Lock()
+
+
+@functools.cache
+def _redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=5)
+
+
+def _refill_step(failed: set[str]) -> int | None:
+    """One round: remove what must go, or make one member; None when there is nothing to do. A template
+    the engine refuses (a bad repo, an unknown runtime) is skipped for the rest of this refill."""
     document = config.get_settings()
     pools = configured_pools(document)
     driver = get_driver()
     image_ids = {pool.options.image: _image_id(driver, pool.options.image) for pool in pools.values()}
-    members = Sandbox.objects.exclude(pool="").order_by("-created_at")
+    members = Sandbox.objects.exclude(pool="").exclude(pool=POOL_REMOVING).order_by("-created_at")
     leaving = [member for member in members if _must_go(member, pools, image_ids)]
     counts: dict[str, int] = {}
     for member in members:
@@ -160,21 +213,26 @@ def _refill_step() -> int | None:
             if pool and counts[member.pool] > pool.size and member.state == SandboxState.RUNNING:
                 leaving.append(member)  # surplus, the newest first
                 counts[member.pool] -= 1
+    # Beyond the cap (it was lowered): the newest members go, whichever their pool.
+    staying = [m for m in members if m not in leaving and m.state == SandboxState.RUNNING]
+    excess = sum(counts.values()) - document["sandbox"]["poolCap"]
+    for member in staying[: max(excess, 0)]:
+        leaving.append(member)
+        counts[member.pool] -= 1
     if leaving:
-        return sum(_remove(member) for member in leaving)
+        return sum(services.remove_member(member) for member in leaving)
     room = document["sandbox"]["poolCap"] - sum(counts.values())
     for pool in pools.values():
         image_id = image_ids[pool.options.image]
-        if room > 0 and counts.get(pool.key, 0) < pool.size and image_id is not None:
-            try:
-                services.make_sandbox(
-                    pool.options, name=None, actor=None, pool=pool.key, pool_image_id=image_id
-                )
-            except Exception:
-                # A template the engine refuses (a bad repo, an unknown runtime) waits for the next beat.
-                logger.exception("could not make a member of pool %s", pool.key)
-                return None
-            return 1
+        if pool.key in failed or room <= 0 or counts.get(pool.key, 0) >= pool.size or image_id is None:
+            continue
+        try:
+            services.make_sandbox(pool.options, name=None, actor=None, pool=pool.key, pool_image_id=image_id)
+        except Exception:
+            logger.exception("could not make a member of pool %s: trying again at the next beat", pool.key)
+            failed.add(pool.key)
+            continue
+        return 1
     return None
 
 
@@ -193,22 +251,16 @@ def _must_go(member: Sandbox, pools: dict[str, Pool], image_ids: dict[str, str |
     pool = pools.get(member.pool)
     if pool is None or member.state != SandboxState.RUNNING:
         return True
+    if pool.options.repo and timezone.now() - member.created_at > REPO_MEMBER_MAX_AGE:
+        return True  # its checkout has aged: a cold create would clone what the remote has now
     current = image_ids[pool.options.image]
     return bool(current) and member.pool_image_id != current
-
-
-def _remove(member: Sandbox) -> int:
-    """Remove a member unless a create claimed it meanwhile: the same conditional UPDATE as a claim."""
-    if not Sandbox.objects.filter(pk=member.pk, pool=member.pool).update(pool=REMOVING):
-        return 0
-    services.discard(member)
-    return 1
 
 
 def info() -> dict[str, Any]:
     """system.info's part about the pools: one query (system.info is called often; the cap is in the
     settings)."""
-    members = Sandbox.objects.exclude(pool="").exclude(pool=REMOVING)
+    members = Sandbox.objects.exclude(pool="").exclude(pool=POOL_REMOVING)
     return {
         "pool": members.aggregate(
             ready=Count("id", filter=Q(state=SandboxState.RUNNING)),

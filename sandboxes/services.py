@@ -35,7 +35,7 @@ from sandboxes.drivers.base import (
     SandboxNotFound,
     SandboxSpec,
 )
-from sandboxes.models import Sandbox, new_sandbox_id
+from sandboxes.models import POOL_REMOVING, Sandbox, new_sandbox_id
 from sandboxes.schemas import serialize_exec_result, serialize_sandbox
 
 logger = logging.getLogger(__name__)
@@ -148,12 +148,6 @@ def resolve_options(*, actor: Actor, **options: Any) -> Options:
     return resolved
 
 
-def create_sandbox(*, actor: Actor, name: str | None = None, **options: Any) -> Sandbox:
-    """Create a running sandbox with a git workspace (a cold create: sandboxes.pools.create_sandbox
-    claims a warm one first), or raise leaving nothing behind. options: those of resolve_options."""
-    return make_sandbox(resolve_options(actor=actor, **options), name=name, actor=actor)
-
-
 def make_sandbox(
     options: Options, *, name: str | None, actor: Actor | None, pool: str = "", pool_image_id: str = ""
 ) -> Sandbox:
@@ -189,7 +183,7 @@ def make_sandbox(
         options.runtime,
         read_only_root=config.get_settings()["sandbox"]["readOnlyRoot"],
         # Its id, not its name: a warm pool's member gets its name only when a create claims it.
-        hostname=_hostname(sandbox.id),
+        hostname=sandbox.id.replace("_", "-"),  # a hostname has no underscores
         workspace=None if options.repo else baseline_archive(options.branch or "main"),
     )
     try:
@@ -224,10 +218,6 @@ def announce_created(sandbox: Sandbox, actor: Actor | None) -> None:
     """The activity entry and the event of a new sandbox (made, or claimed from a pool)."""
     activity.record("sandbox.created", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox.id)
     _publish(sandbox)
-
-
-def _hostname(name: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9-]", "-", name)[:63].strip("-") or "sandbox"
 
 
 def discard(sandbox: Sandbox) -> None:
@@ -427,11 +417,19 @@ def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:
 
 def _align_member(driver: Any, sandbox: Sandbox) -> int:
     """A pool member the engine no longer runs (stopped by a host restart, gone) is of no use to a claim:
-    it is removed quietly, and the pools' refill makes a new one."""
-    if driver.inspect(sandbox.id).state == SandboxState.RUNNING:
+    it is removed quietly, and the pools' refill makes a new one. So is one whose removal was cut off."""
+    if sandbox.pool != POOL_REMOVING and driver.inspect(sandbox.id).state == SandboxState.RUNNING:
         return 0
     logger.info("removing pool member %s: the engine no longer runs it", sandbox.id)
-    discard(sandbox)
+    return remove_member(sandbox)
+
+
+def remove_member(member: Sandbox) -> int:
+    """Remove a pool member unless a create claimed it since it was read (then it is a user's sandbox):
+    the same conditional UPDATE as a claim. 1 if removed."""
+    if not Sandbox.objects.filter(pk=member.pk, pool=member.pool).update(pool=POOL_REMOVING):
+        return 0
+    discard(member)
     return 1
 
 

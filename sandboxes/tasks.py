@@ -13,7 +13,7 @@ def reconcile() -> int:
 @shared_task(name="sandboxes.tasks.build_image")
 def build_image(variant: str) -> str:
     tag = images.build_image(variant)
-    pools.refill()  # members made from the image before this build are replaced now
+    pools.refill()  # members of the old image go (or at the next beat, if a refill is under way)
     return tag
 
 

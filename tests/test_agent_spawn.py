@@ -7,6 +7,7 @@ import pytest
 from agents import services, tmux
 from agents.models import Agent, AgentProfile
 from cocoon.actors import SYSTEM_ACTOR
+from sandboxes import pools
 from sandboxes import services as sandboxes
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, ExecResult
@@ -18,7 +19,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def sandbox(sandbox_image):
-    created = sandboxes.create_sandbox(actor=SYSTEM_ACTOR, network="none", image=sandbox_image)
+    created = pools.create_sandbox(
+        actor=SYSTEM_ACTOR, pool=False, network="none", image=sandbox_image
+    ).sandbox
     yield created
     sandboxes.delete_sandbox(created.id, actor=SYSTEM_ACTOR)
 

@@ -40,6 +40,18 @@ def test_a_request_matches_only_the_pool_of_exactly_its_options():
     assert key(network="none", limits={"pids": 256}, runtime="runsc") is None
 
 
+def test_a_setting_a_create_reads_is_part_of_the_pool_and_alike_templates_add_up():
+    document = _document({"size": 1, "network": "none"})
+    options = services.options_from(document["sandbox"], network="none")
+    before = pools.match(options, document)
+    # Members made with a writable root are no members of the pool once read-only roots are on.
+    hardened = config.deep_merge(document, {"sandbox": {"readOnlyRoot": True}})
+    assert pools.match(options, hardened) not in {None, before}
+    # Templates that come out the same (1 and 1.0 CPUs) are one pool of both sizes, none dropped.
+    alike = _document({"size": 1, "limits": {"cpus": 1}}, {"size": 2, "limits": {"cpus": 1.0}})
+    assert [pool.size for pool in pools.configured_pools(alike).values()] == [3]
+
+
 def test_bad_pool_settings_are_refused_with_a_stable_code_and_a_translated_message():
     duplicate = _document({"size": 1}, {"size": 2, "network": "egress", "image": "cocoon-sandbox:latest"})
     with pytest.raises(InvalidParams) as refused:
@@ -226,6 +238,18 @@ def test_a_rebuilt_image_replaces_the_members_and_a_shrunk_pool_loses_them(
     assert len(pool_of(3, cap=2)) == 2
     time.sleep(6)
     assert pooled.call("system.info")["pool"] == {"ready": 2, "starting": 0}
+    pool_of(0)
+    wait_until(lambda: not members(pooled), timeout=30, interval=0.5)
+
+
+def test_a_lowered_cap_removes_members_and_a_failing_template_holds_up_no_other(pooled, pool_of, pool_image):
+    assert len(pool_of(2)) == 2
+    pool_of(2, cap=1)  # waits for exactly one
+    # A template whose members cannot be made (its repo cannot be cloned without a network) comes first.
+    broken = {"size": 1, "network": "none", "image": pool_image, "repo": "https://nowhere.invalid/r.git"}
+    working = {"size": 1, "network": "none", "image": pool_image}
+    pooled.call("settings.update", {"sandbox": {"pools": [broken, working], "poolCap": 4}})
+    assert len(ready(pooled, 1)) == 1
     pool_of(0)
     wait_until(lambda: not members(pooled), timeout=30, interval=0.5)
 

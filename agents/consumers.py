@@ -4,11 +4,16 @@ Each viewer is its own `tmux attach` client in the sandbox, so viewers come and 
 agent; `mode=ro` attaches read-only and drops the viewer's input. Binary frames carry terminal bytes both
 ways; a text frame {"type": "resize", "cols", "rows"} resizes. A viewer lasts only as long as its token or
 session (cocoon.consumers.LiveCredentials): revoking it or logging out closes the terminal.
+
+Bytes take the shortest way through cocoond: the terminal's descriptor is non-blocking and served on the
+event loop itself (read when it is readable, written until it is full), so a keystroke and its echo cost
+no thread and no hop between threads.
 """
 
 import asyncio
+import contextlib
 import json
-import threading
+import os
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -19,6 +24,8 @@ from cocoon.consumers import CLOSE_UNAUTHORIZED, RECHECK_AFTER_S, LiveCredential
 from cocoon.errors import CocoonError, NotFound
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, TtySession
+from sandboxes.drivers.bwrap.terminal import BwrapTty
+from sandboxes.drivers.docker.streams import DockerTty
 
 CLOSE_NOT_FOUND = 4404
 CLOSE_CONFLICT = 4409
@@ -31,9 +38,18 @@ def _size(query: dict[str, list[str]], name: str, default: int, low: int, high: 
         return default
 
 
+def _descriptor(tty: TtySession) -> int:
+    # Until TtySession.fileno() lands (added for the watcher's selector on another branch).
+    if isinstance(tty, DockerTty):
+        return tty.raw.fileno()
+    assert isinstance(tty, BwrapTty)
+    return tty.master
+
+
 class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.tty: TtySession | None = None
+        self.pump: asyncio.Task[None] | None = None
         self.actor = self.scope.get("actor")
         await self.accept()
         if self.actor is None:
@@ -61,14 +77,50 @@ class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
         except DriverError:
             await self.close(code=CLOSE_CONFLICT)
             return
-        # A thread of its own per viewer: a blocking read must not hold one of the few shared workers.
-        loop = asyncio.get_running_loop()
-        threading.Thread(target=self._pump, args=(loop, self.tty), daemon=True).start()
+        self.fd = _descriptor(self.tty)
+        os.set_blocking(self.fd, False)
+        self.output: asyncio.Queue[bytes] = asyncio.Queue()
+        if first := self.tty.read():  # what the driver read off the descriptor already: no readiness tells
+            self.output.put_nowait(first)
+        asyncio.get_running_loop().add_reader(self.fd, self._readable)
+        self.pump = asyncio.create_task(self._pump())
 
-    def _pump(self, loop: asyncio.AbstractEventLoop, tty: TtySession) -> None:
-        while chunk := tty.read():
-            asyncio.run_coroutine_threadsafe(self.send(bytes_data=chunk), loop)
-        asyncio.run_coroutine_threadsafe(self.close(), loop)
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale database connections on its one sync thread before every message: a hop
+        # to that shared thread per keystroke. Input touches the database only in still_authorized, through
+        # database_sync_to_async, which closes them itself.
+        if message["type"] == "websocket.receive":
+            await self.websocket_receive(message)
+        else:
+            await super().dispatch(message)
+
+    def _readable(self) -> None:
+        """One read, right on the loop (it does not wait: the descriptor is readable)."""
+        assert self.tty is not None
+        chunk = self.tty.read()
+        if not chunk:  # readable yet empty: the session ended
+            asyncio.get_running_loop().remove_reader(self.fd)
+        self.output.put_nowait(chunk)
+
+    async def _pump(self) -> None:
+        """Output to the viewer in the order it was read, up to the end of the session."""
+        while chunk := await self.output.get():
+            await self.send(bytes_data=chunk)
+        await self.close()
+
+    async def _write(self, data: bytes) -> None:
+        """All of data, the loop never blocked: what the terminal takes now, the rest as it makes room
+        (the viewer's next frame waits meanwhile). A terminal that ended takes nothing: the pump closes."""
+        assert self.tty is not None
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(OSError):
+            while data := data[self.tty.write(data) :]:
+                room = loop.create_future()
+                loop.add_writer(self.fd, room.set_result, None)
+                try:
+                    await room
+                finally:
+                    loop.remove_writer(self.fd)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.tty is None:
@@ -78,7 +130,7 @@ class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
             return
         if bytes_data is not None:
             if not self.read_only:
-                await asyncio.to_thread(self.tty.write, bytes_data)
+                await self._write(bytes_data)
             return
         try:
             message: Any = json.loads(text_data or "")
@@ -91,6 +143,9 @@ class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         await self.leave_auth_group()
+        if self.pump is not None:
+            asyncio.get_running_loop().remove_reader(self.fd)  # before the descriptor is closed
+            self.pump.cancel()
         if self.tty is not None:
             tty, self.tty = self.tty, None
             await asyncio.to_thread(tty.close)

@@ -155,6 +155,8 @@ def main() -> None:
         print(f"ratio (median) to half a tick: {statistics.median(hook_latency) / (TICK_S / 2):.2f}x\n")
 
         # -- keystroke echo ------------------------------------------------------------------------
+        # One viewer at a time (tmux draws every keystroke to each client attached). The engine's exec
+        # socket read straight from Python is what cocoond's own path costs without the WebSocket.
         shell = call("agent.spawn", sandboxId=sandbox["id"], profile="shell")
         call("agent.wait", agentId=shell["id"], until=["idle"], timeoutS=30)
         url = f"ws://127.0.0.1:{server.port}/v1/agents/{shell['id']}/attach?token={server.token}"
@@ -163,27 +165,29 @@ def main() -> None:
             while _drain(lambda: ws.recv(timeout=0.2)):
                 pass
             attach = _echo_times(args.runs, lambda data: ws.send(data), lambda: ws.recv(timeout=5))
-        command = ["docker", "exec", "-it", "-u", "agent", container, "tmux", "-L", "cocoon", "attach", "-t",
-                   f"={shell['id']}"]  # fmt: skip
+        tmux_attach = ["tmux", "-L", "cocoon", "attach", "-t", f"={shell['id']}"]
         primary, secondary = pty.openpty()
-        proc = subprocess.Popen(command, stdin=secondary, stdout=secondary, stderr=secondary, close_fds=True)
+        proc = subprocess.Popen(
+            ["docker", "exec", "-it", "-u", "agent", container, *tmux_attach],
+            stdin=secondary, stdout=secondary, stderr=secondary, close_fds=True,
+        )  # fmt: skip
         os.close(secondary)
-        time.sleep(1.5)
-        while select.select([primary], [], [], 0.2)[0]:
-            os.read(primary, 65536)
-
-        def read_pty() -> bytes:
-            if not select.select([primary], [], [], 5)[0]:
-                raise TimeoutError("no echo")
-            return os.read(primary, 65536)
-
-        docker_it = _echo_times(args.runs, lambda data: os.write(primary, data), read_pty)
+        docker_it = _echo_times(args.runs, lambda data: os.write(primary, data), _settled(primary, os.read))
         proc.terminate()
         proc.wait()
         os.close(primary)
+        exec_id = client.api.exec_create(container, tmux_attach, stdin=True, tty=True, user="agent")["Id"]
+        engine = client.api.exec_start(exec_id, socket=True, tty=True)._sock
+        engine_socket = _echo_times(
+            args.runs, engine.sendall, _settled(engine.fileno(), lambda _fd, n: engine.recv(n))
+        )
+        engine.close()
         row("docker exec -it ... tmux attach (pty): echo", docker_it)
+        row("  the engine's exec socket, from Python: echo", engine_socket)
         row("WS /v1/agents/<id>/attach: echo", attach)
-        print(f"ratio (median): {statistics.median(attach) / statistics.median(docker_it):.2f}x\n")
+        median = statistics.median(attach) / statistics.median(docker_it)
+        p95 = percentile(attach, 0.95) / percentile(docker_it, 0.95)
+        print(f"ratio (median): {median:.2f}x, p95 {p95:.2f}x\n")
 
         def measure() -> tuple[float, float]:
             # The same processes at both ends: one that ends in between would take its time with it.
@@ -469,6 +473,20 @@ def _drain(receive) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+def _settled(fd: int, read):
+    """A receive for _echo_times from a terminal just attached: what it drew first is read away."""
+    time.sleep(1.5)
+    while select.select([fd], [], [], 0.2)[0]:
+        read(fd, 65536)
+
+    def receive() -> bytes:
+        if not select.select([fd], [], [], 5)[0]:
+            raise TimeoutError("no echo")
+        return read(fd, 65536)
+
+    return receive
 
 
 def _echo_times(runs: int, send, receive) -> list[float]:

@@ -1,6 +1,7 @@
 """Agents in tmux inside real sandboxes: the shell profile end to end (SPEC §4). The Claude Code and
 Codex end-to-end runs against stand-in LLM endpoints are not written yet (see the agents issue)."""
 
+import hashlib
 import json
 import subprocess
 import time
@@ -189,6 +190,37 @@ def test_attach_types_reads_back_and_resizes(cocoond, sandbox):
     assert call(cocoond, "agent.get", agentId=agent["id"])["status"] != "exited"
     screen = call(cocoond, "agent.read", agentId=agent["id"], scrollback=200)
     assert "from-the-watcher" not in screen["screen"] + screen.get("scrollback", "")
+
+
+def test_attach_delivers_a_large_paste_whole_while_cocoond_keeps_answering(cocoond, sandbox):
+    # The terminal's descriptor is non-blocking and written on cocoond's event loop: what it cannot take
+    # at once must follow when it has room, byte for byte, and the loop must serve other calls meanwhile.
+    agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell")
+    wait(cocoond, agent, "idle")
+    paste = bytes(b"abcdefghijklmnopqrstuvwxyz0123456789"[i % 36] for i in range(2_000_000))
+    receive = b"head -c 2000000 >/tmp/paste"  # raw: no line limit, nothing translated or echoed
+    with attach(cocoond, agent) as ws:
+        ws.send(b"stty raw -echo; echo ready-$((2+3)); " + receive + b"; stty sane; echo got-$((1+2))\r")
+        read_until(ws, b"ready-5")
+        with ThreadPoolExecutor(1) as pool:
+            answers = pool.submit(lambda: [call(cocoond, "system.info") for _ in range(5)])
+            for start in range(0, len(paste), 65536):
+                ws.send(paste[start : start + 65536])
+            assert len(answers.result(timeout=30)) == 5
+        read_until(ws, b"got-3", timeout=60)
+    result = call(cocoond, "sandbox.exec", sandboxId=sandbox["id"], command=["md5sum", "/tmp/paste"])
+    assert result["stdout"].split()[0] == hashlib.md5(paste).hexdigest()
+
+
+def test_attach_closes_when_the_agent_ends(cocoond, sandbox):
+    agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell")
+    wait(cocoond, agent, "idle")
+    with attach(cocoond, agent) as ws:
+        ws.send(b"echo up-$((3*3))\r")
+        read_until(ws, b"up-9")
+        call(cocoond, "agent.kill", agentId=agent["id"])
+        with pytest.raises(ConnectionClosed):
+            read_until(ws, b"never printed", timeout=15)
 
 
 def test_attach_needs_a_token_and_a_live_agent(cocoond, sandbox):

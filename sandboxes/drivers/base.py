@@ -131,10 +131,13 @@ class TtySession(abc.ABC):
 
     @abc.abstractmethod
     def read(self, size: int = 65536) -> bytes:
-        """Block until output is available; b"" when the session has ended."""
+        """Block until output is available; b"" when the session has ended (or, on a descriptor set
+        non-blocking, when there is nothing to read)."""
 
     @abc.abstractmethod
-    def write(self, data: bytes) -> None: ...
+    def write(self, data: bytes) -> int:
+        """Write what the terminal takes and return how much that was: all of data on a blocking
+        descriptor; on a non-blocking one as much as it has room for, 0 when it is full."""
 
     @abc.abstractmethod
     def resize(self, cols: int, rows: int) -> None: ...

@@ -60,8 +60,11 @@ class BwrapTty(TtySession):
         except OSError:
             return b""
 
-    def write(self, data: bytes) -> None:
-        os.write(self.master, data)
+    def write(self, data: bytes) -> int:
+        try:
+            return os.write(self.master, data)
+        except BlockingIOError:
+            return 0
 
     def fileno(self) -> int:
         return self.master

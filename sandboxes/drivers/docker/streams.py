@@ -50,6 +50,9 @@ class DockerTty(TtySession):
         self.exec_id = exec_id
         self.sock = sock
         self.raw: socket.socket = sock._sock
+        # No timeout (the SDK leaves its request timeout on the socket): a terminal may be quiet for long,
+        # and with a timeout Python waits inside a read even when the descriptor is set non-blocking.
+        self.raw.settimeout(None)
         # What the shell printed first may have come in with the response headers (see _stream_reader).
         self.reader = _stream_reader(sock)
 
@@ -59,8 +62,11 @@ class DockerTty(TtySession):
         except OSError:
             return b""
 
-    def write(self, data: bytes) -> None:
-        self.raw.sendall(data)
+    def write(self, data: bytes) -> int:
+        try:
+            return self.raw.send(data)
+        except BlockingIOError:
+            return 0
 
     def resize(self, cols: int, rows: int) -> None:
         self.api.exec_resize(self.exec_id, height=rows, width=cols)

@@ -24,8 +24,6 @@ from cocoon.consumers import CLOSE_UNAUTHORIZED, RECHECK_AFTER_S, LiveCredential
 from cocoon.errors import CocoonError, NotFound
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, TtySession
-from sandboxes.drivers.bwrap.terminal import BwrapTty
-from sandboxes.drivers.docker.streams import DockerTty
 
 CLOSE_NOT_FOUND = 4404
 CLOSE_CONFLICT = 4409
@@ -36,14 +34,6 @@ def _size(query: dict[str, list[str]], name: str, default: int, low: int, high: 
         return max(low, min(high, int(next(iter(query.get(name, ())), default))))
     except ValueError:
         return default
-
-
-def _descriptor(tty: TtySession) -> int:
-    # Until TtySession.fileno() lands (added for the watcher's selector on another branch).
-    if isinstance(tty, DockerTty):
-        return tty.raw.fileno()
-    assert isinstance(tty, BwrapTty)
-    return tty.master
 
 
 class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
@@ -77,11 +67,11 @@ class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
         except DriverError:
             await self.close(code=CLOSE_CONFLICT)
             return
-        self.fd = _descriptor(self.tty)
-        os.set_blocking(self.fd, False)
         self.output: asyncio.Queue[bytes] = asyncio.Queue()
-        if first := self.tty.read():  # what the driver read off the descriptor already: no readiness tells
+        if first := self.tty.take_buffered():  # read off the descriptor already: no readiness tells
             self.output.put_nowait(first)
+        self.fd = self.tty.fileno()
+        os.set_blocking(self.fd, False)
         asyncio.get_running_loop().add_reader(self.fd, self._readable)
         self.pump = asyncio.create_task(self._pump())
 

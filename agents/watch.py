@@ -138,10 +138,13 @@ class SandboxWatch:
         tty = self.tty
         if tty is None or self.exited:
             return
+        line = command + b"\n"
         try:
             with self._lock:
-                tty.write(command + b"\n")
-        except OSError:  # broken, or the sandbox does not read: its stream ends and a new one is opened
+                complete = tty.write(line) == len(line)
+        except OSError:
+            complete = False
+        if not complete:  # broken, or the sandbox does not read: its stream ends and a new one is opened
             self.exited = True
             self._reader.drop(self)
 

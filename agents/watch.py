@@ -312,6 +312,8 @@ class Watcher:
         self._due: dict[str, float] = {}  # sandbox -> when its poll may start
         self._last: dict[str, float] = {}  # sandbox -> when its last poll started
         self._gap: dict[str, float] = {}  # sandbox -> how long after its last poll output may poll it
+        self._output_due: set[str] = set()  # sandboxes whose coming poll only output asked for
+        self._output_polled: set[str] = set()  # ... and whose last poll was such a one
         self._reports: dict[str, dict[str, str]] = {}  # sandbox -> agent -> hook report not yet applied
         self._report_due: dict[str, float] = {}  # sandbox -> when its reports are tried again
         self._retries: dict[str, int] = {}  # sandbox -> how often its reports found it busy
@@ -340,6 +342,8 @@ class Watcher:
                     self._start(sandbox_id)
             self._last = {key: value for key, value in self._last.items() if key in wanted}
             self._gap = {key: value for key, value in self._gap.items() if key in wanted}
+            self._output_due &= wanted
+            self._output_polled &= wanted
             here = {sandbox_id for sandbox_id, watch in self._watches.items() if watch.connected.is_set()}
         return here | {sandbox_id for sandbox_id in wanted - here if claims.watched_elsewhere(sandbox_id)}
 
@@ -381,11 +385,18 @@ class Watcher:
             elif sandbox_id in self._due:
                 return  # a poll is coming
             else:
+                # The gap grows only while output follows polls that output asked for: a poll for a
+                # hook, an exit or time passing (a recheck) says nothing of a busy screen.
                 gap = self._gap.get(sandbox_id, MIN_GAP_S)
-                gap = min(gap * 2, OUTPUT_GAP_MAX_S) if now - last < 2 * gap else MIN_GAP_S
+                busy = sandbox_id in self._output_polled and now - last < 2 * gap
+                gap = min(gap * 2, OUTPUT_GAP_MAX_S) if busy else MIN_GAP_S
                 self._gap[sandbox_id] = gap
             due = max(now + after, last + gap)
+            if urgent:
+                self._output_due.discard(sandbox_id)
             if due < self._due.get(sandbox_id, float("inf")):
+                if not urgent:
+                    self._output_due.add(sandbox_id)
                 self._due[sandbox_id] = due
                 self._wake.notify()
 
@@ -449,6 +460,11 @@ class Watcher:
                     del self._due[sandbox_id]
                     self._running.add(sandbox_id)
                     self._last[sandbox_id] = now
+                    if sandbox_id in self._output_due:
+                        self._output_due.discard(sandbox_id)
+                        self._output_polled.add(sandbox_id)
+                    else:
+                        self._output_polled.discard(sandbox_id)
                 for sandbox_id in retry:
                     del self._report_due[sandbox_id]
             for sandbox_id in ready:

@@ -104,6 +104,20 @@ class Capture:
         self.save(agent, name)
 
 
+def chat_screens(capture: Capture, agent: str) -> None:
+    """A CLI that just started, then one turn answered and one interrupted with Escape."""
+    time.sleep(8)
+    capture.save(agent, "idle-start.txt")
+    capture.type(agent, "Say hello.")
+    time.sleep(DELAY / 2)
+    capture.save(agent, "working-waiting-for-the-model.txt")
+    capture.wait(agent, "done")
+    capture.save(agent, "done-reply.txt")
+    capture.type(agent, "Say hello again.")
+    time.sleep(DELAY / 2)
+    capture.interrupted(agent, "done-interrupted-waiting-for-the-model.txt")
+
+
 def capture_claude(capture: Capture, gateway: str) -> None:
     capture.server.call(
         "secrets.set", {"name": "ANTHROPIC_API_KEY", "value": "sk-ant-standin-0123456789abcdefghij"}
@@ -133,16 +147,7 @@ def capture_claude(capture: Capture, gateway: str) -> None:
     base_url = {"ANTHROPIC_BASE_URL": chat.url}
 
     agent = capture.spawn("claude-code", **base_url)
-    time.sleep(8)
-    capture.save(agent, "idle-start.txt")
-    capture.type(agent, "Say hello.")
-    time.sleep(DELAY / 2)
-    capture.save(agent, "working-waiting-for-the-model.txt")
-    capture.wait(agent, "done")
-    capture.save(agent, "done-reply.txt")
-    capture.type(agent, "Say hello again.")
-    time.sleep(DELAY / 2)
-    capture.interrupted(agent, "done-interrupted-waiting-for-the-model.txt")
+    chat_screens(capture, agent)
 
     agent = manual_claude(capture, command.url)
     capture.type(agent, "Please run the command.")
@@ -207,16 +212,7 @@ def capture_codex(capture: Capture, gateway: str) -> None:
     )
 
     agent = capture.spawn("codex", OPENAI_BASE_URL=chat.url)
-    time.sleep(8)
-    capture.save(agent, "idle-start.txt")
-    capture.type(agent, "Say hello.")
-    time.sleep(DELAY / 2)
-    capture.save(agent, "working-waiting-for-the-model.txt")
-    capture.wait(agent, "done")
-    capture.save(agent, "done-reply.txt")
-    capture.type(agent, "Say hello again.")
-    time.sleep(DELAY / 2)
-    capture.interrupted(agent, "done-interrupted-waiting-for-the-model.txt")
+    chat_screens(capture, agent)
 
     agent = capture.spawn("codex", "Please run the command.", OPENAI_BASE_URL=command.url)
     capture.wait(agent, "blocked")

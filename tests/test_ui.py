@@ -279,6 +279,7 @@ def test_profiles_are_created_and_edited_through_the_profile_methods():
         "blockedPatterns": ["Allow\\?"],
         "defaultModel": "",
         "resumeCommand": ["aider", "--restore-chat-history"],
+        "resumeSessionCommand": [],  # the form has no field for it (profile.update sets it)
         "builtin": False,
     }
     page = client.get("/settings/profiles?edit=aider").content.decode()

@@ -175,7 +175,8 @@ def test_the_settings_pages_open_for_the_admin(admin, server):
 def test_the_language_switch_is_kept_by_the_browser(browser, server):
     page = new_page(browser)
     log_in(page, server, server.token)
-    page.get_by_label("Language").select_option("de")
+    with page.expect_navigation():  # the switch reloads the page: under load that takes a while
+        page.get_by_label("Language").select_option("de")
     expect(page.locator("nav[aria-label=Hauptmenü]")).to_contain_text("Einstellungen")
     expect(page.locator("[data-checklist] h2")).to_have_text("Einrichtung")
     page.reload()

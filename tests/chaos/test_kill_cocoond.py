@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agents.tmux import WATCH_SESSION
 from tests.chaos.faults import (
     assert_rows_match_engine,
     egress_sandbox,
@@ -81,7 +82,8 @@ def test_a_killed_spawn_leaves_no_agent_without_its_row(start_cocoond, sandbox_i
 
     def sessions() -> set[str]:
         result = container.exec_run(["tmux", "-L", "cocoon", "ls", "-F", "#S"], user="agent")
-        return set(result.output.decode().split()) if result.exit_code == 0 else set()
+        names = set(result.output.decode().split()) if result.exit_code == 0 else set()
+        return names - {WATCH_SESSION}  # the watcher's own session (agents.watch), not an agent's
 
     def env_file_written() -> bool:
         return container.exec_run(["sh", "-c", "ls /home/agent/.cocoon/env | grep -q ag_"]).exit_code == 0

@@ -149,9 +149,7 @@ def capture_claude(capture: Capture, gateway: str) -> None:
     agent = capture.spawn("claude-code", **base_url)
     chat_screens(capture, agent)
 
-    agent = manual_claude(capture, command.url)
-    capture.type(agent, "Please run the command.")
-    capture.wait(agent, "blocked")
+    agent = blocked_claude(capture, command.url, "Please run the command.")
     capture.save(agent, "blocked-bash-permission.txt")
     capture.press(agent, "Enter")  # "1. Yes" is preselected
     time.sleep(TOOL_S / 2)
@@ -161,20 +159,14 @@ def capture_claude(capture: Capture, gateway: str) -> None:
     capture.wait(agent, "done")
     capture.save(agent, "done-after-a-command.txt")
     # The stand-in calls a tool once per conversation: a new agent for each ending.
-    agent = manual_claude(capture, command.url)
-    capture.type(agent, "Please run the command.")
-    capture.wait(agent, "blocked")
+    agent = blocked_claude(capture, command.url, "Please run the command.")
     capture.press(agent, "Enter")
     time.sleep(TOOL_S / 2)
     capture.interrupted(agent, "done-interrupted-running-a-tool.txt")
-    agent = manual_claude(capture, command.url)
-    capture.type(agent, "Please run the command.")
-    capture.wait(agent, "blocked")
+    agent = blocked_claude(capture, command.url, "Please run the command.")
     capture.interrupted(agent, "done-permission-refused.txt")
 
-    agent = manual_claude(capture, write.url)
-    capture.type(agent, "Please run the file writer.")
-    capture.wait(agent, "blocked")
+    agent = blocked_claude(capture, write.url, "Please run the file writer.")
     capture.save(agent, "blocked-write-permission.txt")
 
     agent = capture.spawn("claude-code", "Please run the questionnaire.", ANTHROPIC_BASE_URL=ask.url)
@@ -185,6 +177,14 @@ def capture_claude(capture: Capture, gateway: str) -> None:
     capture.save(agent, "working-after-an-answer.txt")
     for llm in (chat, command, write, ask):
         llm.close()
+
+
+def blocked_claude(capture: Capture, base_url: str, prompt: str) -> str:
+    """A Claude Code in manual mode asked for something that needs a permission, once it asks."""
+    agent = manual_claude(capture, base_url)
+    capture.type(agent, prompt)
+    capture.wait(agent, "blocked")
+    return agent
 
 
 def manual_claude(capture: Capture, base_url: str) -> str:

@@ -67,11 +67,10 @@ class Created:
     from_pool: bool
 
 
-def template_key(options: services.Options, document: dict[str, Any]) -> str:
-    """The options, and the settings a create reads besides them (sandboxes.services.make_sandbox): a
-    member made before such a setting changed belongs to no pool any more, and is replaced."""
-    made_with = {"options": asdict(options), "readOnlyRoot": document["sandbox"]["readOnlyRoot"]}
-    return hashlib.sha256(json.dumps(made_with, sort_keys=True).encode()).hexdigest()[:32]
+def template_key(options: services.Options) -> str:
+    """All a member is made of (settings included, e.g. readOnlyRoot): a member made before any of it
+    changed belongs to no pool any more, and is replaced."""
+    return hashlib.sha256(json.dumps(asdict(options), sort_keys=True).encode()).hexdigest()[:32]
 
 
 def configured_pools(document: dict[str, Any]) -> dict[str, Pool]:
@@ -81,7 +80,7 @@ def configured_pools(document: dict[str, Any]) -> dict[str, Pool]:
     pools: dict[str, Pool] = {}
     for template in defaults["pools"]:
         options = services.options_from(defaults, **{k: v for k, v in template.items() if k != "size"})
-        key = template_key(options, document)
+        key = template_key(options)
         size = template["size"] + (pools[key].size if key in pools else 0)
         pools[key] = Pool(key, size, options)
     return pools
@@ -90,7 +89,7 @@ def configured_pools(document: dict[str, Any]) -> dict[str, Pool]:
 def match(options: services.Options, document: dict[str, Any]) -> str | None:
     """The key of the pool whose template is exactly these options, if one has a size. Name and labels
     are no part of a template: a claim applies them."""
-    pool = configured_pools(document).get(template_key(options, document))
+    pool = configured_pools(document).get(template_key(options))
     return pool.key if pool and pool.size > 0 else None
 
 

@@ -115,6 +115,7 @@ class Options:
     limits: Limits
     repo: str = ""
     branch: str = ""
+    read_only_root: bool = False  # from the settings only: no create asks for it
 
 
 def options_from(defaults: dict[str, Any], **options: Any) -> Options:
@@ -128,6 +129,7 @@ def options_from(defaults: dict[str, Any], **options: Any) -> Options:
         limits=_limits(options.get("limits"), defaults),
         repo=options.get("repo") or "",
         branch=options.get("branch") or "",
+        read_only_root=defaults["readOnlyRoot"],
     )
 
 
@@ -181,7 +183,7 @@ def make_sandbox(
         options.network,
         options.limits,
         options.runtime,
-        read_only_root=config.get_settings()["sandbox"]["readOnlyRoot"],
+        read_only_root=options.read_only_root,
         # Its id, not its name: a warm pool's member gets its name only when a create claims it.
         hostname=sandbox.id.replace("_", "-"),  # a hostname has no underscores
         workspace=None if options.repo else baseline_archive(options.branch or "main"),

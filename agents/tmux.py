@@ -49,7 +49,7 @@ text() {{ {{ "$@" | cut -c1-1024 | tail -c {TEXT_BYTES}; echo; }} | base64 -w0; 
 printf 'boot\\t%s\\n' "$({BOOT})"
 for pair in "$@"; do
   id=${{pair%%=*}}; known=${{pair#*=}}
-  hook=$(small "/opt/cocoon/status/$id"); code=$(small "/opt/cocoon/status/$id.exit")
+  hook=$(small "/opt/cocoon/status/$id")
   alive=0; command=; screen=; text=; above=
   # display-message answers 0 with an empty format when the session is gone but the server runs on
   # (other sessions, the watch session): only a pane_dead of 0 or 1 means the session is there.
@@ -65,6 +65,8 @@ for pair in "$@"; do
     [ "$alive" = 1 ] ||
       {CLOSE_ID}
   fi
+  # Read after the pane: the wrapper writes it before its pane dies, so a dead pane has its code.
+  code=$(small "/opt/cocoon/status/$id.exit")
   printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' \\
     "$id" "$alive" "$code" "$hook" "$command" "$screen" "$text" "$above"
 done

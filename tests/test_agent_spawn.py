@@ -89,6 +89,33 @@ def test_a_start_whose_stdin_was_cut_short_starts_nothing(sandbox):
     assert shell(sandbox, f"ls -A ~/.cocoon/env; {tmux.TMUX_LINE} ls 2>&1 | grep ag_; true") == ""
 
 
+# A dd that, after reading an agent's exit file, makes the agent exit 3 and waits until its pane is
+# dead: the program ends between the poll's reads.
+EXIT_BETWEEN_READS = f"""#!/bin/sh
+/bin/dd "$@"
+case "$*" in *ag_race.exit*)
+  {tmux.TMUX_LINE} send-keys -t =ag_race: 'exit 3' Enter
+  until [ "$({tmux.TMUX_LINE} display-message -p -t =ag_race: '#{{pane_dead}}')" = 1 ]; do sleep 0.05; done
+esac
+"""
+
+
+def test_an_agent_that_ends_while_it_is_polled_is_reported_with_its_exit_code(sandbox):
+    # The wrapper writes the code before its pane dies, so a poll that reads the code after it found
+    # the pane dead always has it (read before, it was lost: exit code None, seen under gVisor).
+    tmux.start_session(sandbox.id, "ag_race", ["bash"], {}, 80, 24)
+    shim = ["sh", "-c", "mkdir -p ~/shim && cat > ~/shim/dd && chmod +x ~/shim/dd"]
+    get_driver().exec(sandbox.id, shim, stdin=EXIT_BETWEEN_READS.encode()).checked()
+    poll = ["sh", "-c", tmux.POLL, "poll", "ag_race="]
+    shimmed = ["sh", "-c", 'PATH="$HOME/shim:$PATH" exec "$@"', "shimmed", *poll]
+    reports = [
+        get_driver().exec(sandbox.id, command).checked().stdout.decode() for command in (shimmed, poll)
+    ]
+    fields = [[field.strip() for field in report.split("\n")[1].split("\t")[1:3]] for report in reports]
+    assert ["0", ""] not in fields, fields  # alive, exit code
+    assert fields[-1] == ["0", "3"]
+
+
 @pytest.fixture
 def answers(monkeypatch):
     """The answers a sandbox gives to the next execs (set by the test), and the commands it was sent."""

@@ -61,7 +61,10 @@ def new_page(browser: Browser, locale: str = "en-US") -> Page:
 def log_in(page: Page, server: Cocoond, token: str) -> None:
     page.goto(f"{server.url}/login")
     page.get_by_label("Token").fill(token)
-    page.get_by_role("button", name="Log in").click()
+    # The next page's scripts (modules, run before its load event) must be listening before a test
+    # acts on it: under load a select changed before app.js ran reloaded nothing.
+    with page.expect_navigation():
+        page.get_by_role("button", name="Log in").click()
 
 
 def snap(page: Page, name: str) -> None:
@@ -175,7 +178,7 @@ def test_the_settings_pages_open_for_the_admin(admin, server):
 def test_the_language_switch_is_kept_by_the_browser(browser, server):
     page = new_page(browser)
     log_in(page, server, server.token)
-    with page.expect_navigation():  # the switch reloads the page: under load that takes a while
+    with page.expect_navigation():  # the switch reloads the page
         page.get_by_label("Language").select_option("de")
     expect(page.locator("nav[aria-label=Hauptmenü]")).to_contain_text("Einstellungen")
     expect(page.locator("[data-checklist] h2")).to_have_text("Einrichtung")

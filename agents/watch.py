@@ -182,7 +182,10 @@ class SandboxWatch:
             self._send(tmux.WINDOWS.encode())
             self._on_sign(self.sandbox_id, True)
         elif kind == b"%session-changed":
+            # Connected: what happened while no stream was up (a restart, another process's lease) is
+            # read now, not at the next safety poll: the stream that ended may not have said so.
             self.connected.set()
+            self._on_sign(self.sandbox_id, True)
         elif kind == b"%exit":
             self.exited = True
         elif kind == b"cocoon-events":

@@ -13,9 +13,13 @@ from typing import Any
 
 import pytest
 
+from agents import watch
 from tests.conftest import Cocoond, wait_until
 
 TICK_S = "60"
+# A status change within this is pushed, not ticked (how fast it comes is bench/agents.py's to measure;
+# a loaded CI machine takes seconds for an exec into gVisor).
+PUSHED_S = 10
 
 
 def start_watched(folder: Any, **env: str) -> Cocoond:
@@ -53,7 +57,7 @@ def spawn_idle(cocoond: Cocoond, sandbox: dict) -> dict:
     return agent
 
 
-def until(cocoond: Cocoond, agent: dict, status: str, timeout: float = 5) -> dict:
+def until(cocoond: Cocoond, agent: dict, status: str, timeout: float = PUSHED_S) -> dict:
     return call(cocoond, "agent.wait", agentId=agent["id"], until=[status], timeoutS=timeout)
 
 
@@ -67,6 +71,16 @@ def hook_latencies(cocoond: Cocoond, sandbox: dict, agent: dict, statuses: list[
         assert until(cocoond, agent, status)["status"] == status
         latencies.append(time.monotonic() - started)
     return latencies
+
+
+def test_a_stream_that_connects_asks_for_a_poll() -> None:
+    # Whatever happened while the sandbox had no stream (its container restarted, another process held
+    # it) is read at once: the stream before may have ended without a sign (closed by the watcher).
+    signs: list[tuple[str, bool]] = []
+    stream = watch.SandboxWatch("sb_x", lambda *sign: signs.append(sign), print, print, watch.Reader())
+    stream.feed(b"%begin 1 2 0\n%end 1 2 0\n%session-changed $1 cocoon-watch\n")
+    assert stream.connected.is_set()
+    assert signs == [("sb_x", True)]
 
 
 def test_hook_reports_output_and_exits_arrive_without_a_tick(watched: Cocoond) -> None:
@@ -174,7 +188,7 @@ def test_a_sandbox_that_kills_its_watch_stream_is_watched_again(watched: Cocoond
         # A new stream (at once, or within RETRY_S): long before the next tick, reports are pushed again.
         time.sleep(6)
         latencies = hook_latencies(watched, sandbox, agent, ["blocked", "done", "blocked"])
-        assert max(latencies) < 2, latencies
+        assert max(latencies) < PUSHED_S, latencies
         # The agent's session is still there and still its own.
         assert agent["id"] in sandbox_exec(watched, sandbox, "tmux -L cocoon ls")["stdout"]
     finally:
@@ -217,7 +231,7 @@ def test_an_overlong_line_leaves_the_stream_working(watched: Cocoond) -> None:
         flood = "head -c 4000000 /dev/zero | tr '\\0' a"
         call(watched, "agent.send_input", agentId=printer["id"], text=flood)
         time.sleep(2)
-        assert max(hook_latencies(watched, sandbox, reporter, ["blocked", "done"])) < 2
+        assert max(hook_latencies(watched, sandbox, reporter, ["blocked", "done"])) < PUSHED_S
     finally:
         call(watched, "sandbox.delete", sandboxId=sandbox["id"])
 
@@ -239,7 +253,7 @@ def test_one_thread_reads_every_stream(watched: Cocoond) -> None:
         assert threads(watched.proc.pid) - before < 6
         for sandbox in (sandboxes[1], sandboxes[-1]):
             agent = call(watched, "agent.list", sandboxId=sandbox["id"])[0]
-            assert max(hook_latencies(watched, sandbox, agent, ["blocked", "done"])) < 2
+            assert max(hook_latencies(watched, sandbox, agent, ["blocked", "done"])) < PUSHED_S
     finally:
         for sandbox in sandboxes:
             call(watched, "sandbox.delete", sandboxId=sandbox["id"])
@@ -253,7 +267,7 @@ def test_a_bwrap_sandbox_is_watched_from_inside_its_namespaces(
         sandbox = new_sandbox(cocoond)
         agent = spawn_idle(cocoond, sandbox)
         latencies = hook_latencies(cocoond, sandbox, agent, ["blocked", "done", "blocked"])
-        assert max(latencies) < 2, latencies
+        assert max(latencies) < PUSHED_S, latencies
         # The stream's tmux client runs inside the sandbox's namespaces (its ps shows it), not on the host.
         assert "-C attach -t =cocoon-watch" in sandbox_exec(cocoond, sandbox, "ps -eo args")["stdout"]
         call(cocoond, "sandbox.delete", sandboxId=sandbox["id"])
@@ -266,7 +280,7 @@ def test_a_gvisor_sandbox_is_watched(watched: Cocoond) -> None:
     try:
         agent = spawn_idle(watched, sandbox)
         latencies = hook_latencies(watched, sandbox, agent, ["blocked", "done", "blocked"])
-        assert max(latencies) < 2, latencies
+        assert max(latencies) < PUSHED_S, latencies
     finally:
         call(watched, "sandbox.delete", sandboxId=sandbox["id"])
 
@@ -290,7 +304,7 @@ def test_reports_on_the_stream_reach_only_agents_of_their_own_sandbox(watched: C
         assert call(watched, "agent.get", agentId=victim["id"])["status"] == "idle"
         assert call(watched, "agent.get", agentId=agent["id"])["status"] == "idle"
         # The stream still works for its own agent.
-        assert max(hook_latencies(watched, mine, agent, ["blocked", "done"])) < 2
+        assert max(hook_latencies(watched, mine, agent, ["blocked", "done"])) < PUSHED_S
     finally:
         call(watched, "sandbox.delete", sandboxId=mine["id"])
         call(watched, "sandbox.delete", sandboxId=other["id"])

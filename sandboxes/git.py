@@ -70,12 +70,17 @@ activity.register_messages(
     visibility=Visibility.AGENT,
 )
 
-# The patch is taken with a throw-away index, so the user's own index is left as it was.
+# The patch is taken with a throw-away index, so the user's own index is left as it was. It starts as a
+# copy of the user's: git then hashes only files whose stat changed (an empty one re-read the whole
+# tree), and files the baseline tracks stay tracked where .gitignore covers them. An index git cannot
+# use from elsewhere (a split index) is dropped for an empty one.
 DIFF = """
 set -e
 scratch=$(mktemp -d); trap 'rm -rf "$scratch"' EXIT
+index=$(git rev-parse --git-path index)
 export GIT_INDEX_FILE="$scratch/index"
-git add -A -- "$@"
+cp -- "$index" "$GIT_INDEX_FILE" 2>/dev/null && git add -A -- "$@" 2>/dev/null ||
+  { rm -f "$GIT_INDEX_FILE"; git add -A -- "$@"; }
 git diff --cached -M --numstat -z cocoon-baseline -- "$@"
 printf '\\0\\0cocoon-split\\0\\0'
 git diff --cached -M --name-status -z cocoon-baseline -- "$@"

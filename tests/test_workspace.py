@@ -161,6 +161,20 @@ def test_the_diff_applies_to_the_baseline_byte_for_byte(cocoond, cloned, github,
     assert sandbox_files == host_files
 
 
+def test_files_the_baseline_tracks_are_in_the_diff_even_where_gitignore_covers_them(cocoond, cloned):
+    # A build output committed on purpose (git add -f) and ignored after: unchanged, it is no change,
+    # and a change to it is one. (The patch once came from an empty index, which left it out: deleted.)
+    sh(
+        cocoond,
+        cloned,
+        "echo 'dist/' > .gitignore && mkdir dist && echo built > dist/app.js && echo x > dist/map.js && "
+        "git add .gitignore && git add -f dist/app.js dist/map.js && git commit -qm built && "
+        "git tag -f cocoon-baseline >/dev/null && echo rebuilt > dist/map.js && echo new > new.txt",
+    )
+    statuses = {entry["path"]: entry["status"] for entry in call(cocoond, "sandbox.diff", cloned)["files"]}
+    assert statuses == {"dist/map.js": "modified", "new.txt": "added"}
+
+
 def test_a_conflicting_patch_is_reported_and_changes_nothing(cocoond, cloned):
     conflicting = (
         "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n"

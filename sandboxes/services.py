@@ -28,6 +28,7 @@ from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import (
     AGENT_UID,
     AGENT_USER,
+    Baseline,
     DriverError,
     ExecResult,
     ImageNotFound,
@@ -186,7 +187,7 @@ def make_sandbox(
         read_only_root=options.read_only_root,
         # Its id, not its name: a warm pool's member gets its name only when a create claims it.
         hostname=sandbox.id.replace("_", "-"),  # a hostname has no underscores
-        workspace=None if options.repo else baseline_archive(options.branch or "main"),
+        workspace=None if options.repo else baseline(options.branch or "main"),
     )
     try:
         observed = driver.create(networking.prepare(spec))
@@ -233,11 +234,13 @@ def discard(sandbox: Sandbox) -> None:
 
 
 @lru_cache(maxsize=16)
-def baseline_archive(branch: str) -> bytes:
-    """A tar of an empty git repository whose one commit is tagged cocoon-baseline, owned by the agent.
+def baseline(branch: str) -> Baseline:
+    """An empty git repository whose one commit is tagged cocoon-baseline, owned by the agent, as a tar.
 
     Made once per branch name with the server's git in a folder of our own, and put into each new
-    workspace before its sandbox starts: no round trip into the sandbox for an empty workspace.
+    workspace before its sandbox starts (unless its image has it baked: BASELINE_LABEL): no round trip
+    into the sandbox for an empty workspace. The commit's author, committer and time are fixed, so
+    every baseline of a branch is the same commit, the baked one too.
     """
     with tempfile.TemporaryDirectory() as home:
         repository = Path(home) / "workspace"
@@ -273,7 +276,7 @@ def baseline_archive(branch: str) -> bytes:
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             for entry in sorted(repository.iterdir()):
                 tar.add(entry, arcname=entry.name, filter=owned_by_agent)
-        return buffer.getvalue()
+        return Baseline(branch, buffer.getvalue())
 
 
 def _clone_repository(sandbox: Sandbox) -> None:

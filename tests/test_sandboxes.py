@@ -70,6 +70,24 @@ def test_the_workspace_is_a_git_repository_tagged_cocoon_baseline(cocoond, sandb
     assert run(cocoond, sandbox, "cat", "/opt/cocoon/status/ag_test1")["stdout"].startswith("working ")
 
 
+def test_a_new_workspace_starts_from_the_baked_baseline_or_from_cocoons_the_same_commit(
+    cocoond, sandboxes, docker_client
+):
+    # The image bakes the baseline of "main" (io.cocoon.baseline), which the engine copies into the new
+    # workspace: no archive is put. Another branch's baseline is put by cocoon, and is the same commit.
+    since = time.time()
+    baked, put = sandboxes(network="none"), sandboxes(network="none", branch="dev")
+    puts = docker_client.events(
+        since=since, until=time.time() + 1, decode=True, filters={"event": "extract-to-dir"}
+    )
+    assert {event["Actor"]["Attributes"]["name"] for event in puts} == {f"{cocoond.instance}-{put['id']}"}
+    script = "git rev-parse cocoon-baseline^{commit} HEAD; git branch --show-current; stat -c %U .git"
+    commit = sh(cocoond, baked, script)["stdout"].split("\n")[0]
+    for sandbox, branch in ((baked, "main"), (put, "dev")):
+        assert sh(cocoond, sandbox, script)["stdout"] == f"{commit}\n{commit}\n{branch}\nagent\n"
+        assert run(cocoond, sandbox, "git", "status", "--porcelain")["stdout"] == ""
+
+
 def test_exec_takes_stdin_env_cwd_and_a_timeout(cocoond, sandboxes):
     sandbox = sandboxes(network="none")
     assert run(cocoond, sandbox, "cat", stdin="from stdin\n")["stdout"] == "from stdin\n"

@@ -54,6 +54,20 @@ class Limits:
     pids: int
 
 
+# An image with this label holds in /workspace the baseline repository of the branch it names, exactly
+# as sandboxes.services.baseline makes it (the sandbox image bakes "main"): the engine copies
+# it into a new workspace volume, so the create needs no archive put.
+BASELINE_LABEL = "io.cocoon.baseline"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The empty repository a new workspace starts with: its branch and its tar."""
+
+    branch: str
+    archive: bytes
+
+
 @dataclass(frozen=True)
 class SandboxSpec:
     sandbox_id: str
@@ -63,8 +77,8 @@ class SandboxSpec:
     runtime: str = ""
     read_only_root: bool = False
     hostname: str = "sandbox"
-    # A tar put into /workspace before the sandbox starts (the empty baseline repository).
-    workspace: bytes | None = None
+    # What /workspace holds before the sandbox starts (None: a clone fills it after).
+    workspace: Baseline | None = None
     # Set for egress sandboxes: the proxy variables, and the DNS server external lookups go to
     # (the proxy, which answers none, so no name lookup leaves the machine).
     env: dict[str, str] = field(default_factory=dict)

@@ -124,7 +124,7 @@ class BwrapDriver(SandboxDriver):
                 (folder / name).mkdir(mode=0o700)
                 os.chown(folder / name, self.host_uid, self.host_gid)
             if spec.workspace is not None:
-                self._seed_workspace(folder / "workspace", spec.workspace)
+                self._seed_workspace(folder / "workspace", spec.workspace.archive)
             (folder / "spec.json").write_text(
                 json.dumps({"network": spec.network, "hostname": spec.hostname, "env": spec.env})
             )

@@ -13,9 +13,11 @@ from sandboxes.drivers.base import (
     AGENT_HOME,
     AGENT_UID,
     AGENT_USER,
+    BASELINE_LABEL,
     STATUS_DIR,
     TOOLBOX,
     WORKSPACE,
+    Baseline,
     DriverError,
     EngineState,
     ImageNotFound,
@@ -152,13 +154,22 @@ class DockerDriver(DockerNetworks, DockerImages, DockerExec):
                 self._shared_objects_ready = False
                 self._ensure_shared_objects()
                 container = self._client.containers.create(**options)
-            if spec.workspace is not None and not container.put_archive(WORKSPACE, spec.workspace):
+            if spec.workspace is not None and not self._seeded(container, spec.workspace):
                 raise DriverError("could not seed the workspace")
             container.start()
             return self._state(container)
         except Exception as error:
             self.remove(spec.sandbox_id)
             raise error if isinstance(error, DriverError) else driver_error(error) from error
+
+    @staticmethod
+    def _seeded(container: Any, baseline: Baseline) -> bool:
+        """Put the baseline into the new container's workspace, unless its image has it baked: an
+        image's labels are its containers' (create returned them), and the engine copies the image's
+        /workspace into the new, empty volume when the container starts."""
+        if container.labels.get(BASELINE_LABEL) == baseline.branch:
+            return True
+        return bool(container.put_archive(WORKSPACE, baseline.archive))
 
     def _container(self, sandbox_id: str) -> Any:
         try:

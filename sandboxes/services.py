@@ -282,10 +282,12 @@ def baseline(branch: str) -> Baseline:
 def _clone_repository(sandbox: Sandbox) -> None:
     """Clone the sandbox's repo into /workspace inside the sandbox and tag cocoon-baseline."""
     driver = get_driver()
-    clone = ["git", "clone", "--quiet"]
+    clone = ["clone", "--quiet"]
     if sandbox.branch:
         clone += ["--branch", sandbox.branch]
-    result = driver.exec(sandbox.id, [*clone, "--", sandbox.repo, "."], env=GIT_ENV, timeout=CLONE_TIMEOUT_S)
+    # The baseline an image has baked (BASELINE_LABEL) is in every new workspace: it makes way.
+    script = ["sh", "-c", 'rm -rf .git && exec git "$@"', "clone", *clone, "--", sandbox.repo, "."]
+    result = driver.exec(sandbox.id, script, env=GIT_ENV, timeout=CLONE_TIMEOUT_S)
     if result.exit_code != 0:
         last_line = (result.stderr.decode(errors="replace").strip().splitlines() or [""])[-1]
         failed = field("repo", _("The repository could not be cloned."), "clone_failed")

@@ -4,12 +4,22 @@ import asyncio
 import os
 from typing import Any
 
+import django
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-from django.core.asgi import get_asgi_application
+from django.core.handlers.asgi import ASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cocoon.settings")
+
+
+class Handler(ASGIHandler):
+    # Django hands a streamed body to the server in pieces of this size, and Daphne's cost is per
+    # piece: at Django's 64 KiB an archive download took twice the CPU per byte (bench/workspace.py).
+    chunk_size = 1 << 20
+
+
+django.setup(set_prefix=False)  # as get_asgi_application does, before the imports below
 # Static files (the UI's scripts, xterm.js) come from cocoond itself: no CDN, no separate web server.
-django_application = ASGIStaticFilesHandler(get_asgi_application())  # sets Django up before the imports
+django_application = ASGIStaticFilesHandler(Handler())
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402

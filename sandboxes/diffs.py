@@ -1,4 +1,4 @@
-"""What git says about patches, parsed: the diff script's three parts, and git apply's complaints.
+"""What git says about patches, parsed: the diff script's output, and git apply's complaints.
 
 Pure functions over bytes and text; running git is sandboxes.git's job.
 """
@@ -6,8 +6,6 @@ Pure functions over bytes and text; running git is sandboxes.git's job.
 import re
 from dataclasses import dataclass
 
-# Between the diff script's parts: --numstat, --name-status and the patch itself.
-SPLIT = b"\0\0cocoon-split\0\0"
 CONFLICT_LINES = (
     re.compile(r"^error: patch failed: (?P<path>.+):(?P<line>\d+)$"),
     re.compile(r"^error: (?P<path>.+?): (?P<message>.+)$"),
@@ -53,39 +51,49 @@ def status_name(code: str) -> str:
     }.get(code[:1], "modified")
 
 
-def _line_counts(numstat: bytes) -> dict[str, tuple[int | None, int | None]]:
-    """Lines added and deleted per path (None for binary files), from `git diff --numstat -z`."""
-    counts: dict[str, tuple[int | None, int | None]] = {}
-    fields = numstat.split(b"\0")
-    index = 0
-    while index < len(fields) and fields[index]:
-        added, deleted, path = fields[index].decode().split("\t", 2)
-        if not path:  # a rename: the two paths follow
-            path = fields[index + 2].decode()
-            index += 2
-        counts[path] = (None if added == "-" else int(added), None if deleted == "-" else int(deleted))
-        index += 1
-    return counts
+class _Fields:
+    """NUL-terminated fields of `git diff -z` output, read one at a time; what follows stays bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.position = data, 0
+
+    def next(self) -> bytes:
+        end = self.data.index(b"\0", self.position)  # ValueError: output git does not write
+        field, self.position = self.data[self.position : end], end + 1
+        return field
+
+    def rest(self) -> bytes:
+        return self.data[self.position :]
+
+
+def _count(text: bytes) -> int | None:
+    return None if text == b"-" else int(text)  # "-": a binary file
 
 
 def parse_diff(output: bytes) -> Diff:
-    """The diff script's output: the patch, and each file with its status and line counts."""
-    numstat, name_status, patch = output.split(SPLIT, 2)
-    counts = _line_counts(numstat)
-    files = []
-    fields = name_status.split(b"\0")
-    index = 0
-    while index < len(fields) and fields[index]:
-        status = fields[index].decode()
-        if status[:1] in {"R", "C"}:
-            old, path = fields[index + 1].decode(), fields[index + 2].decode()
-            index += 3
-        else:
-            old, path = None, fields[index + 1].decode()
-            index += 2
-        added, deleted = counts.get(path, (None, None))
-        files.append(FileChange(path, status_name(status), added, deleted, old))
-    return Diff(patch.decode("utf-8", errors="surrogateescape"), files)
+    """One `git diff --raw --numstat --patch -z` (sandboxes.git.DIFF): a raw record per file (its
+    status and path, two paths for a rename or copy), then per file in the same order its lines added
+    and deleted, then a NUL and the patch. Empty when nothing changed."""
+    fields = _Fields(output)
+    changes: list[tuple[str, str, str | None]] = []  # status, path, old path
+    while fields.rest().startswith(b":"):
+        status = fields.next().rsplit(b" ", 1)[-1].decode()
+        old = fields.next().decode() if status[:1] in {"R", "C"} else None
+        changes.append((status, fields.next().decode(), old))
+    counts: dict[str, tuple[int | None, int | None]] = {}
+    for _change in changes:
+        added, deleted, path = fields.next().split(b"\t", 2)
+        if not path:  # a rename or copy: its two paths follow
+            fields.next()
+            path = fields.next()
+        counts[path.decode()] = (_count(added), _count(deleted))
+    if changes and fields.next():
+        raise ValueError("no separator before the patch")
+    files = [
+        FileChange(path, status_name(status), *counts.get(path, (None, None)), old_path=old)
+        for status, path, old in changes
+    ]
+    return Diff(fields.rest().decode("utf-8", errors="surrogateescape"), files)
 
 
 def unreadable(errors: str) -> bool:

@@ -81,11 +81,8 @@ index=$(git rev-parse --git-path index)
 export GIT_INDEX_FILE="$scratch/index"
 cp -- "$index" "$GIT_INDEX_FILE" 2>/dev/null && git add -A -- "$@" 2>/dev/null ||
   { rm -f "$GIT_INDEX_FILE"; git add -A -- "$@"; }
-git diff --cached -M --numstat -z cocoon-baseline -- "$@"
-printf '\\0\\0cocoon-split\\0\\0'
-git diff --cached -M --name-status -z cocoon-baseline -- "$@"
-printf '\\0\\0cocoon-split\\0\\0'
-git diff --cached -M --binary --full-index cocoon-baseline -- "$@"
+git diff --cached -M --no-ext-diff --no-textconv --raw --numstat --patch --binary --full-index -z \\
+  cocoon-baseline -- "$@"
 """
 APPLY = """
 patch=$(mktemp); trap 'rm -f "$patch"' EXIT

@@ -383,25 +383,28 @@ class Watcher:
         after a gap that grows while the sandbox prints on right after each poll."""
         with self._lock:
             now, last = time.monotonic(), self._last.get(sandbox_id, float("-inf"))
+            coming = self._due.get(sandbox_id, float("inf"))
             if urgent:
                 gap = MIN_GAP_S
-            elif sandbox_id in self._due:
-                return  # a poll is coming
+                self._output_due.discard(sandbox_id)  # the coming poll is no longer output's alone
+            elif sandbox_id in self._output_due:
+                return  # output's poll is coming
             else:
                 # The gap grows only while output follows polls that output asked for: a poll for a
                 # hook, an exit or time passing (a recheck) says nothing of a busy screen.
                 gap = self._gap.get(sandbox_id, MIN_GAP_S)
                 busy = sandbox_id in self._output_polled and now - last < 2 * gap
                 gap = min(gap * 2, OUTPUT_GAP_MAX_S) if busy else MIN_GAP_S
-                self._gap[sandbox_id] = gap
             due = max(now + after, last + gap)
-            if urgent:
-                self._output_due.discard(sandbox_id)
-            if due < self._due.get(sandbox_id, float("inf")):
-                if not urgent:
-                    self._output_due.add(sandbox_id)
-                self._due[sandbox_id] = due
-                self._wake.notify()
+            # A poll coming sooner reads the screen too; one coming later (a recheck seconds away) must
+            # not hold this up: output once waited for it, the 2.5-3.3 s outliers of screen -> event.
+            if due >= coming:
+                return
+            if not urgent:
+                self._gap[sandbox_id] = gap
+                self._output_due.add(sandbox_id)
+            self._due[sandbox_id] = due
+            self._wake.notify()
 
     def report(self, sandbox_id: str, agent_id: str, report: str) -> None:
         """A hook report from the stream: applied now, without a poll (the urgent sign's poll follows).

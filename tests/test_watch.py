@@ -83,6 +83,17 @@ def test_a_stream_that_connects_asks_for_a_poll() -> None:
     assert signs == [("sb_x", True)]
 
 
+def test_output_is_polled_at_once_while_a_recheck_is_seconds_away() -> None:
+    # A recheck (time may change a status) pending 30 s ahead once held up the poll output asked for.
+    polled: list[float] = []
+    watcher = watch.Watcher(lambda sandbox_id: polled.append(time.monotonic()), lambda *report: True)
+    watcher.sign("sb_x", after=30)
+    printed = time.monotonic()
+    watcher.sign("sb_x", urgent=False)
+    wait_until(lambda: polled, timeout=10)
+    assert polled[0] - printed < 5
+
+
 def test_hook_reports_output_and_exits_arrive_without_a_tick(watched: Cocoond) -> None:
     sandbox = new_sandbox(watched)
     try:

@@ -3,6 +3,7 @@ agents.status; the screens it keeps for agents that are gone; agent.wait, which 
 
 import base64
 import binascii
+import contextlib
 import logging
 import re
 import time
@@ -149,6 +150,9 @@ def _poll_output(item: tuple[str, dict[str, Agent]]) -> str | None:
     sandbox_id, agents = item
     pairs = [f"{agent.id}={agent.screen_hash}" for agent in agents.values()]
     try:
+        if settings.COCOON_WATCH_AGENTS:
+            with contextlib.suppress(watch.NoStream):  # its watcher stream asks the sandbox's tmux instead
+                return watch.ask(sandbox_id, pairs, POLL_TIMEOUT_S)
         result = get_driver().exec(
             sandbox_id, ["sh", "-c", tmux.POLL, "poll", *pairs], timeout=POLL_TIMEOUT_S
         )

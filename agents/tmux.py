@@ -72,6 +72,31 @@ for pair in "$@"; do
 done
 """
 POLL_FIELDS = 8
+# The same poll asked on the watcher's stream (agents.watch): run by the sandbox's tmux server
+# (run-shell: one fork in the sandbox instead of an engine exec, ~64 ms of the engine's CPU each), its
+# report base64 between two marker lines in a buffer that show-buffer prints as the command's answer
+# (what run-shell prints itself goes to a pane's view mode, not to a control client). The script goes
+# base64 too: run-shell expands #{...} formats, tmux's parser quotes, and the command is one line.
+POLL_MARK = "cocoon-poll"
+POLL_NONCE = re.compile(r"[0-9a-f]{1,32}")
+POLL_PAIR = re.compile(r"ag_[a-z0-9]{1,36}=[0-9a-f]{0,32}")
+_POLL_B64 = base64.b64encode(POLL.encode()).decode()
+
+
+def stream_poll(nonce: str, pairs: list[str]) -> bytes:
+    """The control-mode command line that runs POLL for these "<agent>=<screen hash>" pairs; its answer
+    is "<POLL_MARK> <nonce>", POLL's report in base64 lines, "<POLL_MARK>-end <nonce>"."""
+    if not POLL_NONCE.fullmatch(nonce) or not all(POLL_PAIR.fullmatch(pair) for pair in pairs):
+        raise ValueError("a poll on the stream takes agent ids, screen hashes and a hex nonce only")
+    buffer = f"{POLL_MARK}-{nonce}"
+    job = (
+        f'sh -c "$(echo {_POLL_B64} | base64 -d)" poll {" ".join(pairs)} 2>/dev/null | base64 |'
+        f" {{ echo {POLL_MARK} {nonce}; cat; echo {POLL_MARK}-end {nonce}; }} |"
+        f" {TMUX_LINE} load-buffer -b {buffer} - 2>/dev/null; true"
+    )
+    return f"run-shell '{job}' ; show-buffer -b {buffer} ; delete-buffer -b {buffer}".encode()
+
+
 # The watcher's stream (agents.watch): tmux's control mode, attached to a session of its own whose one
 # pane reads the events FIFO (cocoon-status and the wrapper write an agent id to it, never blocking: no
 # reader, a full pipe or no FIFO just drop the line), with every agent's window linked in, so that the

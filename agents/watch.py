@@ -8,7 +8,9 @@ foreground program changes (%window-renamed) or a session comes or goes. Of what
 nothing: it pauses that pane (so a busy agent costs one line, not a byte stream) and asks the
 dispatcher for a poll of the sandbox, which decides as before (agents.poller, agents.status) and
 continues the paused panes first, so nothing printed in between is missed. Hook reports on the events
-pane it does read, and has applied at once (agents.poller.apply_report), before that poll.
+pane it does read, and has applied at once (agents.poller.apply_report), before that poll. The polls
+themselves go over the stream too (ask): the sandbox's tmux server runs the poll script, so a poll costs
+a fork in the sandbox, not an engine exec.
 
 One thread reads all streams (Reader: a selector over their descriptors, one bounded read per ready
 stream and round), and none of it blocks on a sandbox: descriptors are non-blocking, and opening a
@@ -22,10 +24,12 @@ The periodic poll stays as the safety net, for sandboxes whose stream is down an
 for the others.
 """
 
+import binascii
 import contextlib
 import logging
 import os
 import re
+import secrets
 import selectors
 import threading
 import time
@@ -35,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from agents import tmux
 from agents.pollclaims import get_claims
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import TtySession
+from sandboxes.drivers.base import MAX_EXEC_OUTPUT, TtySession
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +69,8 @@ REPORT = re.compile(
     rb"(?: [0-9a-f][0-9a-f-]{0,63})?)"
 )
 REPORTS_MAX = 16  # reports taken from one %output line
+ANSWER_MAX = (MAX_EXEC_OUTPUT // 3 + 1) * 4  # base64 characters of a poll's report: as much as an exec's
+BASE64_LINE = re.compile(rb"[A-Za-z0-9+/=]{1,76}")  # as base64 writes them
 # Notifications that mean: look at this sandbox's agents again.
 SIGNS = {
     b"%window-renamed",  # a foreground program changed (automatic-rename)
@@ -74,6 +80,55 @@ SIGNS = {
 }
 # ... and that the set of windows changed: link new agent windows into the watch session.
 RELINK = {b"%sessions-changed", b"%unlinked-window-add", b"%window-add"}
+
+
+class NoStream(Exception):
+    """This process has no stream of the sandbox up: its poll is an exec."""
+
+
+class Question:
+    """A poll asked on the stream, and its answer (tmux.stream_poll) as its lines come: base64 lines
+    between two marker lines, bounded; anything else there makes it a failed poll."""
+
+    def __init__(self) -> None:
+        self.nonce = secrets.token_hex(8)
+        self._first = f"{tmux.POLL_MARK} {self.nonce}".encode()
+        self._last = f"{tmux.POLL_MARK}-end {self.nonce}".encode()
+        self._lines: list[bytes] = []
+        self._size = 0
+        self._started = False
+        self._failed = False
+        self.answer: str | None = None
+        self.done = threading.Event()
+
+    def take(self, line: bytes) -> bool:
+        """Whether the line is the answer's (taken here), not the stream's."""
+        if self.done.is_set():  # what follows the answer is the stream's again
+            return False
+        if not self._started:
+            self._started = line == self._first
+            return self._started
+        if line == self._last:
+            if not self._failed:
+                try:
+                    report = binascii.a2b_base64(b"".join(self._lines), strict_mode=True)
+                    self.answer = report.decode(errors="replace")
+                except binascii.Error:
+                    pass
+            self._lines = []
+            self.done.set()
+        elif not self._failed:
+            self._size += len(line)
+            self._failed = self._size > ANSWER_MAX or not BASE64_LINE.fullmatch(line)
+            if self._failed:
+                self._lines = []  # the rest, up to the last marker, is read and dropped
+            else:
+                self._lines.append(line)
+        return True
+
+    def end(self) -> None:
+        """The stream ended before the answer did: a failed poll."""
+        self.done.set()
 
 
 class SandboxWatch:
@@ -98,6 +153,8 @@ class SandboxWatch:
         self._on_end = on_end
         self._reader = reader
         self._lock = threading.Lock()  # the paused panes, and one writer at a time
+        self._asking = threading.Lock()  # one poll at a time on the stream
+        self._question: Question | None = None
         self._paused: set[bytes] = set()
         self.tty: TtySession | None = None
         self.fd = -1  # the descriptor the Reader selects on, once it does
@@ -124,8 +181,31 @@ class SandboxWatch:
         """The stream is over (called once, by the Reader or the opener): unless the watcher closed it, a
         poll follows after a pause, which opens a new stream if it is still wanted."""
         self.ended = True
+        question = self._question
+        if question is not None:
+            question.end()
         if not self.closed:
             self._on_end(self.sandbox_id)
+
+    def up(self) -> bool:
+        return self.connected.is_set() and not (self.ended or self.exited or self.closed)
+
+    def ask(self, pairs: list[str], timeout: float) -> str | None:
+        """The poll script's report on these "<agent>=<screen hash>" pairs (agents.tmux.stream_poll),
+        asked on the stream; None when it could not answer (a stream that does not answer in time is
+        closed and opened again: its control client waits for the poll, so it would answer nothing)."""
+        with self._asking:
+            question = self._question = Question()
+            try:
+                self._send(tmux.stream_poll(question.nonce, pairs))
+                if self.ended or self.exited:
+                    return None
+                if not question.done.wait(timeout):
+                    self.exited = True
+                    self._reader.drop(self)
+                return question.answer
+            finally:
+                self._question = None
 
     def resume(self) -> None:
         """Let tmux send the paused panes' output again (before their sandbox is polled)."""
@@ -164,6 +244,9 @@ class SandboxWatch:
         self._pending = pending
 
     def _line(self, line: bytes) -> None:
+        question = self._question
+        if question is not None and question.take(line):
+            return
         kind, _, rest = line.partition(b" ")
         if kind in {b"%output", b"%extended-output", b"%pause"}:
             pane = rest.split(b" ", 1)[0]
@@ -350,6 +433,15 @@ class Watcher:
             here = {sandbox_id for sandbox_id, watch in self._watches.items() if watch.connected.is_set()}
         return here | {sandbox_id for sandbox_id in wanted - here if claims.watched_elsewhere(sandbox_id)}
 
+    def ask(self, sandbox_id: str, pairs: list[str], timeout: float) -> str | None:
+        """The poll of the sandbox, asked on its stream (SandboxWatch.ask); NoStream when it has none up
+        in this process."""
+        with self._lock:
+            watch = self._watches.get(sandbox_id)
+        if watch is None or not watch.up():
+            raise NoStream(sandbox_id)
+        return watch.ask(pairs, timeout)
+
     def add(self, sandbox_id: str) -> None:
         """Watch the sandbox, unless a stream of this or another process does already."""
         with self._lock:
@@ -509,6 +601,13 @@ class Watcher:
 
 _watcher: Watcher | None = None
 _watcher_lock = threading.Lock()
+
+
+def ask(sandbox_id: str, pairs: list[str], timeout: float) -> str | None:
+    """The poll of the sandbox on this process's stream of it (Watcher.ask), without starting a watcher."""
+    if _watcher is None:
+        raise NoStream(sandbox_id)
+    return _watcher.ask(sandbox_id, pairs, timeout)
 
 
 def get_watcher(poll: Callable[[str], object], apply: Callable[[str, str, str], bool]) -> Watcher:

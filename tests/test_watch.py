@@ -3,6 +3,7 @@
 cocoond runs here with a 60 s poll tick, so every status change that arrives within seconds was pushed.
 """
 
+import base64
 import re
 import statistics
 import threading
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agents import watch
+from agents import tmux, watch
 from tests.conftest import Cocoond, wait_until
 
 TICK_S = "60"
@@ -113,6 +114,32 @@ def test_hook_reports_output_and_exits_arrive_without_a_tick(watched: Cocoond) -
         call(watched, "agent.send_input", agentId=agent["id"], text="exit 7")
         exited = until(watched, agent, "exited")
         assert (exited["status"], exited["exitCode"]) == ("exited", 7)
+    finally:
+        call(watched, "sandbox.delete", sandboxId=sandbox["id"])
+
+
+def test_a_watched_sandbox_is_polled_on_its_stream_not_by_an_exec(
+    watched: Cocoond, docker_client: Any
+) -> None:
+    # An exec costs the engine ~64 ms of CPU: a watched sandbox's polls run in its own tmux server.
+    sandbox = new_sandbox(watched)
+    try:
+        agent = spawn_idle(watched, sandbox)
+        since = time.time()
+        call(watched, "agent.send_input", agentId=agent["id"], text="sleep 1; echo slept-$((6*7)); exit 5")
+        exited = until(watched, agent, "exited")
+        assert (exited["status"], exited["exitCode"]) == ("exited", 5)
+        assert "slept-42" in call(watched, "agent.read", agentId=agent["id"])["screen"]
+        execs = list(
+            docker_client.events(
+                since=since,
+                until=time.time() + 1,
+                decode=True,
+                filters={"event": "exec_create", "container": f"{watched.instance}-{sandbox['id']}"},
+            )
+        )
+        assert any("send-keys" in event["Action"] for event in execs), execs  # the input: an exec
+        assert [event for event in execs if "pane_current_command" in event["Action"]] == []
     finally:
         call(watched, "sandbox.delete", sandboxId=sandbox["id"])
 
@@ -319,3 +346,71 @@ def test_reports_on_the_stream_reach_only_agents_of_their_own_sandbox(watched: C
     finally:
         call(watched, "sandbox.delete", sandboxId=mine["id"])
         call(watched, "sandbox.delete", sandboxId=other["id"])
+
+
+def answer(*lines: bytes, nonce: str = "") -> tuple[watch.Question, list[bytes]]:
+    """A question fed these lines (as its stream's Reader would), and the lines it left to the stream."""
+    question = watch.Question()
+    left = [line for line in lines if not question.take(line.replace(b"NONCE", question.nonce.encode()))]
+    return question, left
+
+
+def test_a_polls_answer_is_read_between_its_markers_only() -> None:
+    report = base64.encodebytes(b"boot\t12\nag_x\t1\t\t\tbash\t" + b"f" * 32 + b"\t\t\n").splitlines()
+    question, left = answer(
+        b"%output %1 cocoon-poll NONCE",  # an agent printing the marker is escaped output, not a marker
+        b"cocoon-poll 0123",  # another question's
+        b"cocoon-poll NONCE",
+        *report,
+        b"cocoon-poll-end NONCE",
+        b"%window-renamed @1 bash",
+    )
+    assert question.done.is_set()
+    assert question.answer == "boot\t12\nag_x\t1\t\t\tbash\t" + "f" * 32 + "\t\t\n"
+    assert left == [b"%output %1 cocoon-poll NONCE", b"cocoon-poll 0123", b"%window-renamed @1 bash"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        [b"Ym9vdAkxMgo=", b"%exit"],  # not base64: a notification cannot come inside an answer
+        [b"Ym9vdAkxMgo"],  # base64 cut short
+        [b"QUFB" * 19] * 20,  # over ANSWER_MAX (set to 1 KB below)
+    ],
+)
+def test_an_answer_that_is_not_a_bounded_base64_report_is_a_failed_poll(
+    body: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "ANSWER_MAX", 1024)
+    question, left = answer(b"cocoon-poll NONCE", *body, b"cocoon-poll-end NONCE", b"%exit")
+    assert (question.done.is_set(), question.answer, left) == (True, None, [b"%exit"])
+
+
+def test_a_stream_that_ends_wakes_its_question() -> None:
+    stream = watch.SandboxWatch("sb_x", print, print, lambda sandbox_id: None, watch.Reader())
+    question = stream._question = watch.Question()
+    stream.feed(b"cocoon-poll " + question.nonce.encode() + b"\nYm9v\n")
+    stream.end()
+    assert (question.done.is_set(), question.answer) == (True, None)
+
+
+def test_a_sandbox_whose_tmux_does_not_answer_its_poll_gets_its_status_by_an_exec(watched: Cocoond) -> None:
+    # The agent has its tmux server run every job with a base64 that never ends: the poll on the stream
+    # times out, the stream is closed, the next poll is an exec (and the stream is opened again).
+    sandbox, other = new_sandbox(watched), new_sandbox(watched)
+    try:
+        agent, bystander = spawn_idle(watched, sandbox), spawn_idle(watched, other)
+        hang = (
+            "mkdir -p ~/evil && printf '#!/bin/sh\\nexec sleep 600\\n' > ~/evil/base64"
+            " && chmod +x ~/evil/base64"
+            f' && {tmux.TMUX_LINE} set-environment -g PATH "$HOME/evil:$PATH"'
+        )
+        sandbox_exec(watched, sandbox, hang)
+        call(watched, "agent.send_input", agentId=agent["id"], text="exit 4")
+        exited = until(watched, agent, "exited", timeout=60)
+        assert (exited["status"], exited["exitCode"]) == ("exited", 4)
+        # Meanwhile another sandbox's agent is served as ever.
+        assert max(hook_latencies(watched, other, bystander, ["blocked", "done"])) < PUSHED_S
+    finally:
+        for each in (sandbox, other):
+            call(watched, "sandbox.delete", sandboxId=each["id"])

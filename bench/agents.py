@@ -5,7 +5,8 @@
   baseline is the poller's tick (the event can only come with the next poll);
 - per level of 1, 10, 50, 100 and 200 sandboxes: cocoond's CPU time and the Docker engine's (dockerd +
   containerd + shims, with the runc processes they reaped) over a window with the sandboxes and no
-  agents, then with one idle shell agent in each, and the difference; whatever else runs on the machine
+  agents, then with one idle shell agent in each once they have settled (no exec for SETTLED_S: the
+  spawns' own cost is not an idle agent's), and the difference; whatever else runs on the machine
   adds to both. Meanwhile hook -> event and screen -> event in the first sandbox, and system.info
   called 5 times a second over a kept-alive connection;
 - keystroke echo over the attach WebSocket against `docker exec -it <ctr> tmux attach` through a pty.
@@ -38,6 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker
 import httpx
 from websockets.sync.client import connect
 
@@ -51,6 +53,10 @@ TICK_S = 2.0  # agents.tasks.poll in cocoon/celery.py
 ECHO_LETTERS = [b"Q", b"R", b"U", b"V", b"W", b"Y"]
 ENGINE = {"dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2"}
 INFO_PER_S = 5  # system.info calls a second while a level runs
+# The agents of a level have settled (spawns done, streams opened, first screens read) once the engine
+# has run no exec in the bench's sandboxes for this long: the window then measures idle agents.
+SETTLED_S = 10
+SETTLE_MAX_S = 180
 
 
 def row(name: str, values: list[float], unit: str = "ms", scale: float = 1000) -> None:
@@ -260,6 +266,7 @@ def main() -> None:
             (
                 "bench at many sandboxes",
                 f"{largest.sandboxes} sandboxes with agents; system.info {_p50_p99(largest.info)} ms"
+                f" (while they spawned: {_p50_p99(largest.spawning)})"
                 + (f", {largest.failed} failed" if largest.failed else ""),
                 "200 sandboxes with agents; system.info p99 < 200 ms",
             ),
@@ -280,7 +287,8 @@ class Level:
     agents: tuple[float, float]  # the same, one idle shell agent each
     hook: list[float]
     screen: list[float]
-    info: list[float]  # system.info calls that answered
+    info: list[float]  # system.info calls that answered, but for those ...
+    spawning: list[float]  # ... while the agents spawned and settled
     failed: int  # system.info calls that did not
 
     @property
@@ -320,25 +328,46 @@ def _levels(
         time.sleep(3 * TICK_S)  # the last level's streams are closed, the new sandboxes settled
         with _steady_calls(server, "system.info", INFO_PER_S) as info:
             bare = measure()
+            spawn_from = len(info)
             shells = in_parallel(
                 lambda sandbox_id: call("agent.spawn", sandboxId=sandbox_id, profile="shell")["id"], sandboxes
             )
-            time.sleep(3 * TICK_S)  # the agents settle, their first screens are read
+            settled = _settle(server.instance)
+            spawn_to = len(info)
             agents = measure()
             hook, screen = _probes(server, call, sandboxes[0], runs)
         in_parallel(lambda agent_id: call("agent.kill", agentId=agent_id), shells)
         answered = [seconds for seconds in info if math.isfinite(seconds)]
-        measured.append(Level(level, window, bare, agents, hook, screen, answered, len(info) - len(answered)))
+        spawning = [seconds for seconds in info[spawn_from:spawn_to] if math.isfinite(seconds)]
+        steady = [seconds for seconds in info[:spawn_from] + info[spawn_to:] if math.isfinite(seconds)]
+        measured.append(
+            Level(level, window, bare, agents, hook, screen, steady, spawning, len(info) - len(answered))
+        )
         result = measured[-1]
-        print(f"{level} sandboxes")
+        print(f"{level} sandboxes (the agents settled in {settled:.0f} s)")
         cost("no agents", bare)
         cost("one idle shell agent each", agents)
         cost("difference", result.above)
         cost("difference per sandbox", result.above, per=level)
         failed = f" ({result.failed} failed)" if result.failed else ""
         print(f"  hook -> event {_p50_p99(hook)}, screen -> event {_p50_p99(screen)}, "
-              f"system.info {_p50_p99(answered)}{failed}")  # fmt: skip
+              f"system.info {_p50_p99(steady)}, while the agents spawned {_p50_p99(spawning)}"
+              f"{failed}")  # fmt: skip
     return measured
+
+
+def _settle(instance: str) -> float:
+    """Seconds until the engine ran no exec in the instance's sandboxes for SETTLED_S (at most
+    SETTLE_MAX_S): the spawns, and the polls of sandboxes whose stream is not up yet, are over."""
+    client, started = docker.from_env(), time.time()
+    only = {"type": "container", "event": "exec_create", "label": f"io.cocoon.instance={instance}"}
+    while (now := time.time()) - started < SETTLE_MAX_S:
+        if now - started >= SETTLED_S and not list(
+            client.events(since=now - SETTLED_S, until=now, decode=True, filters=only)
+        ):
+            break
+        time.sleep(TICK_S)
+    return time.time() - started
 
 
 def _p50_p99(values: list[float]) -> str:

@@ -193,7 +193,7 @@ class SandboxWatch:
     def ask(self, pairs: list[str], timeout: float) -> str | None:
         """The poll script's report on these "<agent>=<screen hash>" pairs (agents.tmux.stream_poll),
         asked on the stream; None when it could not answer (a stream that does not answer in time is
-        closed and opened again: its control client waits for the poll, so it would answer nothing)."""
+        closed and opened again)."""
         with self._asking:
             question = self._question = Question()
             try:
@@ -201,8 +201,7 @@ class SandboxWatch:
                 if self.ended or self.exited:
                     return None
                 if not question.done.wait(timeout):
-                    self.exited = True
-                    self._reader.drop(self)
+                    self._break()  # its control client waits for the poll: it would answer nothing more
                 return question.answer
             finally:
                 self._question = None
@@ -224,9 +223,13 @@ class SandboxWatch:
                 complete = tty.write(line) == len(line)
         except OSError:
             complete = False
-        if not complete:  # broken, or the sandbox does not read: its stream ends and a new one is opened
-            self.exited = True
-            self._reader.drop(self)
+        if not complete:  # broken, or the sandbox does not read
+            self._break()
+
+    def _break(self) -> None:
+        """The stream is of no more use: it ends, and a new one is opened."""
+        self.exited = True
+        self._reader.drop(self)
 
     def feed(self, data: bytes) -> None:
         """Output of the stream, in whatever pieces it came."""

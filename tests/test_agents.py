@@ -285,16 +285,16 @@ def test_hooks_are_installed_and_hook_reports_win(cocoond, sandbox):
     # Hostile session ids never replace it: too long, shell syntax, not hex, a leading dash.
     for hostile in ("a" * 65, "$(touch /tmp/pwned)", "0b0e;rm -rf /", "ZZZZ", "-rf"):
         hook("working", json.dumps({"session_id": hostile}))
-    # Codex's notify names a thread, but also for its TUI's side thread that titles the task: not taken.
-    side_thread = "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b"
-    hook("done", event="", argument=json.dumps({"type": "agent-turn-complete", "thread-id": side_thread}))
-    done = wait(cocoond, agent, "done")
-    assert (done["statusSource"], done["cliSessionId"]) == ("hook", claude_session)
     # Codex's hooks name its session as Claude Code's do.
     codex_thread = "01a23d6c-0bd4-78a1-8eea-7239afb26645"
     hook("blocked", json.dumps({"session_id": codex_thread, "hook_event_name": "PermissionRequest"}))
     blocked = wait(cocoond, agent, "blocked")
     assert (blocked["statusSource"], blocked["cliSessionId"]) == ("hook", codex_thread)
+    # Codex's TUI notifies also for its side thread that titles the task, which may end while the turn
+    # waits for the approval: not the agent's turn, so not reported.
+    side_thread = "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b"
+    hook("done", event="", argument=json.dumps({"type": "agent-turn-complete", "thread-id": side_thread}))
+    assert read(f"/opt/cocoon/status/{agent['id']}").startswith("blocked ")
     explained = call(cocoond, "agent.explain", agentId=agent["id"])
     assert (explained["rule"], explained["hook"]["status"], explained["hook"]["counts"]) == (
         "hook",
@@ -304,8 +304,10 @@ def test_hooks_are_installed_and_hook_reports_win(cocoond, sandbox):
     assert 0 <= explained["hook"]["ageS"] < 10
     german = cocoond.post("agent.explain", {"agentId": agent["id"]}, headers={"x-cocoon-lang": "de"}).json()
     assert german["result"]["summary"].startswith("Sein eigener Hook hat diesen Status vor")
-    hook("done")
-    assert wait(cocoond, agent, "done")["statusSource"] == "hook"
+    # The notify of the session's own thread reports its turn done.
+    hook("done", event="", argument=json.dumps({"type": "agent-turn-complete", "thread-id": codex_thread}))
+    done = wait(cocoond, agent, "done")
+    assert (done["statusSource"], done["cliSessionId"]) == ("hook", codex_thread)
     call(cocoond, "agent.kill", agentId=agent["id"])
 
 

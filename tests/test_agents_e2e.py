@@ -153,6 +153,32 @@ def test_codex_reports_done_through_notify(toolbox_cocoond, stage):
 
 
 @pytest.mark.e2e
+def test_codex_asks_permission_is_blocked_and_goes_on_when_approved(toolbox_cocoond, stage):
+    cocoond = toolbox_cocoond
+    llm, sandbox = stage(
+        OpenAIStandIn, "OPENAI_API_KEY", reply="The command ran.", command="touch /workspace/ran.txt"
+    )
+    # In cocoon's sandbox Codex runs commands unasked (danger-full-access); a rule of the user's makes it
+    # ask for this one, as tests/screens/capture.py does.
+    rule = """prefix_rule(pattern=["touch"], decision="prompt")"""
+    sandbox_sh(cocoond, sandbox, f"mkdir -p ~/.codex/rules && echo '{rule}' > ~/.codex/rules/default.rules")
+    agent = spawn(cocoond, sandbox, "codex", "Please run the command.", OPENAI_BASE_URL=llm.url)
+    blocked, screen = wait(cocoond, agent, "blocked", llm)
+    # Its PermissionRequest hook said so (cocoon's hooks are trusted: test_codex_reports_done_through_notify),
+    # and the screen shows the approval it waits for.
+    assert blocked["statusSource"] == "hook"
+    assert "Would you like to run the following command" in screen, screen
+    exists = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["test", "-e", "ran.txt"]})
+    assert exists["exitCode"] == 1  # nothing ran before the approval
+    cocoond.call("agent.send_keys", {"agentId": agent["id"], "keys": ["Enter"]})  # "1. Yes, proceed"
+    done, screen = wait(cocoond, agent, "done", llm)
+    assert done["statusSource"] == "hook"
+    assert "The command ran." in screen, screen
+    exists = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["test", "-e", "ran.txt"]})
+    assert exists["exitCode"] == 0
+
+
+@pytest.mark.e2e
 def test_claude_code_in_an_egress_sandbox_talks_through_the_credential_proxy(
     toolbox_cocoond, docker_client, sandbox_image
 ):

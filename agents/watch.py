@@ -52,6 +52,9 @@ OUTPUT_GAP_MAX_S = 2.0
 SAFETY_S = 60  # a watched sandbox is still polled this often, should a sign have been lost
 RENEW_S = 10  # how often this process renews its watch leases (agents.pollclaims.WATCH_TTL_S)
 RETRY_S = 5  # a stream that ended by itself is opened again after this long (the tick covers it meanwhile)
+# A sandbox whose tmux left a poll on its stream unanswered (its own doing: it can make run-shell hang) is
+# polled by exec for this long, rather than hold a poll thread for the poll's timeout on every new stream.
+UNANSWERED_EXEC_S = 600
 LINE_MAX = 64 * 1024  # longer lines (a pane's output) are skipped unread up to their end
 PANES_MAX = 1024  # panes paused at once; a sandbox with more has the rest sign without a pause
 POLL_PARALLEL = 8
@@ -162,6 +165,7 @@ class SandboxWatch:
         self._pending = b""  # the start of a line whose end has not come yet
         self._skipping = False  # the rest of an overlong line, dropped up to its newline
         self.closed = False  # by the watcher: the sandbox needs no stream (or another process has it)
+        self.unanswered = False  # a poll asked on it had no answer in time
         self.exited = False  # by tmux
         self.ended = False
         self.connected = threading.Event()
@@ -201,6 +205,7 @@ class SandboxWatch:
                 if self.ended or self.exited:
                     return None
                 if not question.done.wait(timeout):
+                    self.unanswered = True
                     self._break()  # its control client waits for the poll: it would answer nothing more
                 return question.answer
             finally:
@@ -401,6 +406,7 @@ class Watcher:
         self._due: dict[str, float] = {}  # sandbox -> when its poll may start
         self._last: dict[str, float] = {}  # sandbox -> when its last poll started
         self._gap: dict[str, float] = {}  # sandbox -> how long after its last poll output may poll it
+        self._exec_until: dict[str, float] = {}  # sandbox -> until when its polls are execs (monotonic)
         self._output_due: set[str] = set()  # sandboxes whose coming poll only output asked for
         self._output_polled: set[str] = set()  # ... and whose last poll was such a one
         self._reports: dict[str, dict[str, str]] = {}  # sandbox -> agent -> hook report not yet applied
@@ -431,6 +437,7 @@ class Watcher:
                     self._start(sandbox_id)
             self._last = {key: value for key, value in self._last.items() if key in wanted}
             self._gap = {key: value for key, value in self._gap.items() if key in wanted}
+            self._exec_until = {key: value for key, value in self._exec_until.items() if key in wanted}
             self._output_due &= wanted
             self._output_polled &= wanted
             here = {sandbox_id for sandbox_id, watch in self._watches.items() if watch.connected.is_set()}
@@ -438,12 +445,17 @@ class Watcher:
 
     def ask(self, sandbox_id: str, pairs: list[str], timeout: float) -> str | None:
         """The poll of the sandbox, asked on its stream (SandboxWatch.ask); NoStream when it has none up
-        in this process."""
+        in this process, or left one unanswered less than UNANSWERED_EXEC_S ago."""
         with self._lock:
             watch = self._watches.get(sandbox_id)
-        if watch is None or not watch.up():
+            exec_only = time.monotonic() < self._exec_until.get(sandbox_id, 0)
+        if watch is None or exec_only or not watch.up():
             raise NoStream(sandbox_id)
-        return watch.ask(pairs, timeout)
+        answer = watch.ask(pairs, timeout)
+        if watch.unanswered:
+            with self._lock:
+                self._exec_until[sandbox_id] = time.monotonic() + UNANSWERED_EXEC_S
+        return answer
 
     def add(self, sandbox_id: str) -> None:
         """Watch the sandbox, unless a stream of this or another process does already."""

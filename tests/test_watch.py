@@ -396,16 +396,26 @@ def test_a_stream_that_ends_wakes_its_question() -> None:
 
 def test_a_sandbox_whose_tmux_does_not_answer_its_poll_gets_its_status_by_an_exec(watched: Cocoond) -> None:
     # The agent has its tmux server run every job with a base64 that never ends: the poll on the stream
-    # times out, the stream is closed, the next poll is an exec (and the stream is opened again).
+    # times out, the stream is closed, the next poll is an exec (and the stream is opened again). Its
+    # later polls are execs too: one hung poll, not one on every new stream.
     sandbox, other = new_sandbox(watched), new_sandbox(watched)
     try:
         agent, bystander = spawn_idle(watched, sandbox), spawn_idle(watched, other)
+        # Its base64 counts the polls it hangs (each decodes the poll script once).
+        evil = 'case "$1" in -d) echo >> ~/evil/hung; exec sleep 600;; esac; exec /usr/bin/base64 "$@"'
         hang = (
-            "mkdir -p ~/evil && printf '#!/bin/sh\\nexec sleep 600\\n' > ~/evil/base64"
+            f"mkdir -p ~/evil && printf '#!/bin/sh\\n%s\\n' '{evil}' > ~/evil/base64"
             " && chmod +x ~/evil/base64"
             f' && {tmux.TMUX_LINE} set-environment -g PATH "$HOME/evil:$PATH"'
         )
         sandbox_exec(watched, sandbox, hang)
+        # The first poll hangs for its 10 s (the command outlasts it and the pause before the next poll);
+        # the next ones are execs, which see each command run.
+        for command in ("sleep 25", "sleep 3", "sleep 3"):
+            call(watched, "agent.send_input", agentId=agent["id"], text=command)
+            until(watched, agent, "working", timeout=30)
+            until(watched, agent, "idle", timeout=30)
+        assert sandbox_exec(watched, sandbox, "wc -l < ~/evil/hung")["stdout"] == "1\n"
         call(watched, "agent.send_input", agentId=agent["id"], text="exit 4")
         exited = until(watched, agent, "exited", timeout=60)
         assert (exited["status"], exited["exitCode"]) == ("exited", 4)

@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import cocoond, in_parallel, sandbox_image  # noqa: E402
 from bench.sandboxes import percentile  # noqa: E402
+from tests.conftest import free_port, wait_until  # noqa: E402
 
 TICK_S = 2.0  # agents.tasks.poll in cocoon/celery.py
 ECHO_LETTERS = [b"Q", b"R", b"U", b"V", b"W", b"Y"]
@@ -192,8 +193,10 @@ def main() -> None:
             args.runs, engine.sendall, _settled(engine.fileno(), lambda _fd, n: engine.recv(n))
         )
         engine.close()
+        relay = _bare_attach(container, shell["id"], args.runs)
         row("docker exec -it ... tmux attach (pty): echo", docker_it)
         row("  the engine's exec socket, from Python: echo", engine_socket)
+        row("  a bare ASGI relay on Daphne (bench/bare_attach.py)", relay)
         row("WS /v1/agents/<id>/attach: echo", attach)
         median = statistics.median(attach) / statistics.median(docker_it)
         p95 = percentile(attach, 0.95) / percentile(docker_it, 0.95)
@@ -258,7 +261,8 @@ def main() -> None:
             ),
             (
                 "attach keystroke echo vs docker exec -it tmux",
-                f"{statistics.median(attach) / statistics.median(docker_it):.2f}x",
+                f"{statistics.median(attach) / statistics.median(docker_it):.2f}x"
+                f" (a bare relay on Daphne {statistics.median(relay) / statistics.median(docker_it):.2f}x)",
                 "<= 1.2x",
             ),
             (
@@ -569,6 +573,43 @@ class OneThreadClient:
                 if frame.opcode is Opcode.CLOSE:
                     raise ConnectionError("the server closed the terminal")
             self.frames = self._read(timeout)
+
+
+def _bare_attach(container: str, agent_id: str, runs: int) -> list[float]:
+    """Echo through bench/bare_attach.py on Daphne: what a WebSocket hop in Python costs by itself."""
+    port = free_port()
+    env = os.environ | {
+        "PYTHONPATH": str(ROOT), "COCOON_BENCH_CONTAINER": container, "COCOON_BENCH_AGENT": agent_id,
+    }  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "daphne",
+        "-b",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "bench.bare_attach:application",
+    ]
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: _listening(port), timeout=60)
+        with OneThreadClient(f"ws://127.0.0.1:{port}/") as ws:
+            time.sleep(0.5)
+            while _drain(lambda: ws.recv(timeout=0.2)):
+                pass
+            return _echo_times(runs, ws.send, ws.recv)
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def _echo_times(runs: int, send, receive) -> list[float]:

@@ -50,9 +50,8 @@ from websockets.uri import parse_uri
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import cocoond, in_parallel, sandbox_image  # noqa: E402
+from bench.harness import cocoond, daphne, in_parallel, sandbox_image  # noqa: E402
 from bench.sandboxes import percentile  # noqa: E402
-from tests.conftest import free_port, wait_until  # noqa: E402
 
 TICK_S = 2.0  # agents.tasks.poll in cocoon/celery.py
 ECHO_LETTERS = [b"Q", b"R", b"U", b"V", b"W", b"Y"]
@@ -577,39 +576,14 @@ class OneThreadClient:
 
 def _bare_attach(container: str, agent_id: str, runs: int) -> list[float]:
     """Echo through bench/bare_attach.py on Daphne: what a WebSocket hop in Python costs by itself."""
-    port = free_port()
-    env = os.environ | {
-        "PYTHONPATH": str(ROOT), "COCOON_BENCH_CONTAINER": container, "COCOON_BENCH_AGENT": agent_id,
-    }  # fmt: skip
-    command = [
-        sys.executable,
-        "-m",
-        "daphne",
-        "-b",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "bench.bare_attach:application",
-    ]
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_until(lambda: _listening(port), timeout=60)
-        with OneThreadClient(f"ws://127.0.0.1:{port}/") as ws:
-            time.sleep(0.5)
-            while _drain(lambda: ws.recv(timeout=0.2)):
-                pass
-            return _echo_times(runs, ws.send, ws.recv)
-    finally:
-        proc.terminate()
-        proc.wait()
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
+    relay = daphne(
+        "bench.bare_attach:application", COCOON_BENCH_CONTAINER=container, COCOON_BENCH_AGENT=agent_id
+    )
+    with relay as port, OneThreadClient(f"ws://127.0.0.1:{port}/") as ws:
+        time.sleep(0.5)
+        while _drain(lambda: ws.recv(timeout=0.2)):
+            pass
+        return _echo_times(runs, ws.send, ws.recv)
 
 
 def _echo_times(runs: int, send, receive) -> list[float]:

@@ -1,7 +1,9 @@
 """What every benchmark needs: a cocoond of its own, the sandbox image, a way to read RSS."""
 
+import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -13,7 +15,7 @@ from typing import TypeVar
 
 import docker
 
-from tests.conftest import ROOT, Cocoond, remove_instance_objects
+from tests.conftest import ROOT, Cocoond, free_port, remove_instance_objects, wait_until
 
 IMAGE = "cocoon-sandbox:latest"
 T = TypeVar("T")
@@ -26,6 +28,31 @@ def sandbox_image() -> docker.DockerClient:
     subprocess.run([str(ROOT / "scripts/seed-base-image")], check=True)
     client.images.build(path=str(ROOT / "images/sandbox"), tag=IMAGE, target="base", rm=True)
     return client
+
+
+@contextmanager
+def daphne(application: str, **env: str) -> Iterator[int]:
+    """A baseline app of bench/ (module:attribute) on a Daphne of its own; its port, once it listens."""
+    port = free_port()
+    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), application]
+    environment = os.environ | {"PYTHONPATH": str(ROOT), **env}
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_until(lambda: _listening(port), timeout=60)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 @contextmanager

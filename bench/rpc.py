@@ -10,9 +10,7 @@ bare view measured in the same run.
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -24,33 +22,7 @@ from websockets.asyncio.client import connect
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import cocoond  # noqa: E402
-from tests.conftest import free_port, wait_until  # noqa: E402
-
-
-def start_bare(port: int) -> subprocess.Popen:
-    """The baseline: a bare Django view on Daphne."""
-    command = [
-        sys.executable,
-        "-m",
-        "daphne",
-        "-b",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "bench.bare_django:application",
-    ]
-    env = os.environ | {"PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def ready() -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 404
-        except httpx.HTTPError:
-            return False
-
-    wait_until(ready, timeout=60)
-    return proc
+from bench.harness import cocoond, daphne  # noqa: E402
 
 
 async def drive(clients: int, total: int, one_client: Callable[[int, list[float]], Awaitable[None]]) -> dict:
@@ -104,25 +76,17 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=3000)
     args = parser.parse_args()
 
-    bare_port = free_port()
-    bare = start_bare(bare_port)
-    try:
-        with cocoond() as server:
-            rpc = f"{server.url}/v1/rpc/system.info"
-            targets = {
-                "bare Django view (HTTP)": http_client(
-                    f"http://127.0.0.1:{bare_port}/v1/rpc/system.info", None
-                ),
-                "cocoon system.info (HTTP)": http_client(rpc, server.token),
-                "cocoon system.info (WS)": ws_client(f"ws://127.0.0.1:{server.port}/v1/ws", server.token),
-            }
-            results = {}
-            for name, client in targets.items():
-                asyncio.run(drive(min(args.clients, 10), 200, client))  # warm-up
-                results[name] = asyncio.run(drive(args.clients, args.requests, client))
-    finally:
-        bare.terminate()
-        bare.wait(timeout=30)
+    with daphne("bench.bare_django:application") as bare_port, cocoond() as server:
+        rpc = f"{server.url}/v1/rpc/system.info"
+        targets = {
+            "bare Django view (HTTP)": http_client(f"http://127.0.0.1:{bare_port}/v1/rpc/system.info", None),
+            "cocoon system.info (HTTP)": http_client(rpc, server.token),
+            "cocoon system.info (WS)": ws_client(f"ws://127.0.0.1:{server.port}/v1/ws", server.token),
+        }
+        results = {}
+        for name, client in targets.items():
+            asyncio.run(drive(min(args.clients, 10), 200, client))  # warm-up
+            results[name] = asyncio.run(drive(args.clients, args.requests, client))
 
     baseline = results["bare Django view (HTTP)"]
     print(

@@ -131,10 +131,14 @@ def test_with_live_restore_agents_work_on_through_a_dockerd_restart(engine, star
     sandbox = cocoond.call("sandbox.create", {"network": "none", "image": sandbox_image})
     # A program that keeps running, and a screen that must still be the same one afterwards.
     agent = spawn_idle(
-        cocoond, sandbox, "echo before-restart; (while sleep 0.2; do date +%s%N > /tmp/beat; done &)"
+        cocoond,
+        sandbox,
+        # Each beat replaces the file whole, so a `cat` never reads one half written.
+        "echo before-restart; (while sleep 0.2; do date +%s%N > /tmp/b && mv /tmp/b /tmp/beat; done &)",
     )
     beat = ["cat", "/tmp/beat"]
-    first = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": beat})["stdout"]
+    # The first beat comes 0.2 s after the loop starts: read before it, there was no file ("" in CI).
+    first = settle(lambda: _exec_ok(cocoond, sandbox, beat))
 
     restart(engine, live_restore=True)
 

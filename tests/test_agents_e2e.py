@@ -168,14 +168,12 @@ def test_codex_asks_permission_is_blocked_and_goes_on_when_approved(toolbox_coco
     # and the screen shows the approval it waits for.
     assert blocked["statusSource"] == "hook"
     assert "Would you like to run the following command" in screen, screen
-    exists = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["test", "-e", "ran.txt"]})
-    assert exists["exitCode"] == 1  # nothing ran before the approval
+    assert sandbox_sh(cocoond, sandbox, "test -e ran.txt")["exitCode"] == 1  # nothing ran before the approval
     cocoond.call("agent.send_keys", {"agentId": agent["id"], "keys": ["Enter"]})  # "1. Yes, proceed"
     done, screen = wait(cocoond, agent, "done", llm)
     assert done["statusSource"] == "hook"
     assert "The command ran." in screen, screen
-    exists = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["test", "-e", "ran.txt"]})
-    assert exists["exitCode"] == 0
+    assert sandbox_sh(cocoond, sandbox, "test -e ran.txt")["exitCode"] == 0
 
 
 @pytest.mark.e2e

@@ -142,7 +142,8 @@ echo "files: $(ls -A /workspace /tmp /home/agent /opt/cocoon/status 2>&1 | tr '\
 echo "git: [$(git status --porcelain)] $(git rev-parse HEAD cocoon-baseline | tr '\n' ' ')"
 echo "commits: $(git log --oneline | wc -l)"
 echo "stash: $(git stash list | wc -l) reflog: $(git reflog | wc -l)"
-echo "processes: $(ps -eo user=,comm= | sort | tr '\n' ' ')"
+processes=$(ps -eo user=,comm=)  # alone: a pipeline's fork not yet exec'd would show as a second bash
+echo "processes: $(sort <<<"$processes" | tr '\n' ' ')"
 echo "env: $(env | sort | tr '\n' ' ')"
 echo "hostname: $(hostname)"
 """

@@ -43,12 +43,18 @@ def token_from(authorization: str | None, query_token: str | None) -> str | None
     return query_token or None
 
 
+def token_actor(plain: str, address: str) -> Actor | None:
+    """The actor of a presented token, or None: a wrong token counts against the client's address, and
+    while that address is locked out no token is looked at (rate_limited)."""
+    return guarded(address, lambda: tokens.authenticate(plain))
+
+
 class TokenAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request: Any) -> tuple[Actor, None] | None:
         plain = token_from(request.headers.get("authorization"), request.query_params.get("token"))
         if plain is None:
             return None  # -> NotAuthenticated, answered as 401 unauthorized
-        actor = guarded(request.META.get("REMOTE_ADDR", ""), lambda: tokens.authenticate(plain))
+        actor = token_actor(plain, request.META.get("REMOTE_ADDR", ""))
         if actor is None:
             raise exceptions.AuthenticationFailed()
         return actor, None
@@ -150,21 +156,22 @@ def current_actor(actor: Actor, session_key: str | None) -> Actor | None:
 # -- ASGI --------------------------------------------------------------------------------------------
 
 
-def _plain_token(headers: dict[str, str], query: dict[str, list[str]]) -> str | None:
+def presented_token(headers: dict[str, str], query: dict[str, list[str]]) -> str | None:
+    """The token an ASGI request (HTTP or WebSocket) presents, from its decoded headers and query."""
     return token_from(headers.get("authorization"), next(iter(query.get("token", ())), None))
 
 
-async def request_actor(scope: dict) -> tuple[Actor | None, dict[str, str], dict[str, list[str]]]:
-    """The token's actor of an ASGI request (HTTP or WebSocket), with its headers and query for later use.
+def actor_of(headers: dict[str, str], query: dict[str, list[str]], address: str) -> Actor | None:
+    """The token's actor of an ASGI request (HTTP or WebSocket) from its decoded headers and query, or
+    None without a valid token. Raises rate_limited while the client is locked out."""
+    plain = presented_token(headers, query)
+    return token_actor(plain, address) if plain else None
 
-    Raises rate_limited while the client is locked out for presenting wrong tokens.
-    """
+
+async def request_actor(scope: dict) -> tuple[Actor | None, dict[str, str], dict[str, list[str]]]:
+    """actor_of a scope, with its headers and query for later use."""
     headers, query = decode_scope(scope)
-    plain = _plain_token(headers, query)
-    actor = None
-    if plain:
-        address = client_address(scope)
-        actor = await database_sync_to_async(guarded)(address, lambda: tokens.authenticate(plain))
+    actor = await database_sync_to_async(actor_of)(headers, query, client_address(scope))
     return actor, headers, query
 
 
@@ -183,7 +190,7 @@ class WebSocketTokenMiddleware:
         except RateLimited as error:
             return await send_error(scope, receive, send, error, await scope_language(scope))
         session_key = None
-        if actor is None and _plain_token(headers, query) is None:
+        if actor is None and presented_token(headers, query) is None:
             session_key = _cookie_session_key(headers)
             if session_key is not None:
                 actor = await database_sync_to_async(_stored_session_actor)(session_key)

@@ -12,7 +12,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocke
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, auth, events, tokens
+from cocoon import activity, auth, calls, events, tokens
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import CocoonError, ErrorCode, RpcError, unexpected_error
@@ -173,7 +173,7 @@ class RpcConsumer(LiveCredentials, AsyncJsonWebsocketConsumer):
         )
 
     async def _dispatch_in_thread(self, content: dict[str, Any], actor: Actor) -> Any:
-        return await database_sync_to_async(self._dispatch_inline, thread_sensitive=False)(content, actor)
+        return await calls.in_thread(actor.token_id, self._dispatch_inline, content, actor)
 
     async def _answer(self, content: dict[str, Any], dispatch: Any) -> None:
         call_id = content.get("id")

@@ -149,8 +149,9 @@ SQLITE_OPTIONS = {
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'cocoon.sqlite3'}",
-        # Under ASGI every request runs in a thread of its own, so persistent connections would
-        # only pile up (Django's advice for ASGI); SQLite connections are cheap to open.
+        # Django runs each request in a thread of its own that ends with it, so persistent connections
+        # would only pile up (Django's advice for ASGI). The RPC pool's threads keep their SQLite
+        # connection from call to call themselves (cocoon/calls.py).
         conn_max_age=0,
     )
 }

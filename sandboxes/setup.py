@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import config
 from cocoon.setup import register_check
 from sandboxes.choices import Capability
-from sandboxes.drivers import detect_driver_kind, get_driver
+from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError
 
 logger = logging.getLogger(__name__)
@@ -74,12 +74,14 @@ def _toolbox() -> tuple[bool, Any]:
 
 def engine_info() -> dict[str, Any]:
     """system.info's part about the engine."""
+    kind, capabilities, runtimes = None, [], []
     try:
         driver = get_driver()
+        kind = driver.kind  # the driver in use (detecting again cost a stat of each engine socket per call)
         capabilities, runtimes = driver.capabilities(), driver.runtimes()
     except DriverError:
-        capabilities, runtimes = [], []
-    return {"driverKind": detect_driver_kind(), "capabilities": capabilities, "runtimes": runtimes}
+        pass
+    return {"driverKind": kind, "capabilities": capabilities, "runtimes": runtimes}
 
 
 def ensure_on_start() -> None:

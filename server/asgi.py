@@ -25,7 +25,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from agents.consumers import AttachConsumer  # noqa: E402
-from cocoon import events  # noqa: E402
+from cocoon import events, httprpc  # noqa: E402
 from cocoon.auth import WebSocketTokenMiddleware  # noqa: E402
 from cocoon.consumers import RpcConsumer  # noqa: E402
 from cocoon.mcp import McpApp  # noqa: E402
@@ -35,9 +35,11 @@ mcp_application = McpApp()
 
 
 async def http_application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """/mcp goes to the MCP SDK, everything else to Django."""
+    """/mcp goes to the MCP SDK, /v1/rpc/<method> to cocoon's RPC app, everything else to Django."""
     if scope["path"].rstrip("/") == "/mcp":
         await mcp_application(scope, receive, send)
+    elif httprpc.method_of(scope["path"]):
+        await httprpc.application(scope, receive, send)
     else:
         await django_application(scope, receive, send)
 

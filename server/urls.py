@@ -6,7 +6,6 @@ from sandboxes.views import ArchiveView
 
 urlpatterns = [
     path("healthz", views.healthz),
-    path("v1/rpc/<str:method>", views.RpcView.as_view()),
     path("v1/openapi.json", views.OpenApiView.as_view()),
     path("v1/sandboxes/<str:sandbox_id>/archive", ArchiveView.as_view()),
     path("admin/", admin.site.urls),

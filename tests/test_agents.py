@@ -29,6 +29,28 @@ def wait(cocoond, agent, *until, timeout=30):
     return call(cocoond, "agent.wait", agentId=agent["id"], until=list(until), timeoutS=timeout)
 
 
+def test_one_tokens_waits_hold_up_no_other_tokens_calls(cocoond, sandbox):
+    # A wait holds a thread while it waits. WebSocket calls ran in the event loop's default executor
+    # (min(32, CPUs + 4) threads), so a few waits held up everybody's calls; now one token has at most
+    # calls.PER_CALLER of the pool's calls.THREADS threads.
+    agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell")
+    other = call(cocoond, "tokens.create", name="other", scope="agent")["token"]
+    waits = 140  # more than the pool has threads
+    with cocoond.ws() as ws, cocoond.ws(token=other) as other_ws:
+        for number in range(waits):
+            params = {"agentId": agent["id"], "until": ["blocked"], "timeoutS": 60}
+            ws.send({"id": f"wait-{number}", "method": "agent.wait", "params": params})
+        # Answered in the event loop once the calls before it were let in (their token checked).
+        ws.call("events.subscribe", {"types": ["settings.updated"]})
+        assert other_ws.call("agent.get", {"agentId": agent["id"]})["status"] != "blocked"
+        assert cocoond.call("system.info", token=other)["version"]
+        # The token's own waits take turns; ended by the agent's exit, every one answers.
+        call(cocoond, "agent.kill", agentId=agent["id"])
+        answers = [ws.receive(timeout=30) for _ in range(waits)]
+    assert sorted(answer["id"] for answer in answers) == sorted(f"wait-{number}" for number in range(waits))
+    assert {answer["error"]["code"] for answer in answers} == {"timeout"}
+
+
 def test_a_shell_agent_works_goes_idle_and_exits_with_its_code(cocoond, sandbox):
     agent = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell")
     assert agent["id"].startswith("ag_")

@@ -104,6 +104,27 @@ def test_get_on_an_rpc_url_is_method_not_allowed(cocoond):
     )
     assert response.status_code == 405
     assert response.json()["error"]["code"] == "method_not_allowed"
+    assert response.headers["allow"] == "POST"
+    assert httpx.get(f"{cocoond.url}/v1/rpc/system.info").status_code == 401  # the token comes first
+
+
+@pytest.mark.parametrize("path", ["/v1/rpc/", "/v1/rpc/system.info/more", "/v1/rpc//system.info"])
+def test_what_is_not_an_rpc_url_is_not_found(cocoond, path):
+    response = httpx.post(f"{cocoond.url}{path}", headers={"Authorization": f"Bearer {cocoond.token}"})
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_a_body_over_the_limit_is_refused(cocoond):
+    response = cocoond.post("files.write", content=b" " * (40 * 1024 * 1024 + 1))
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": "invalid_request",
+        "message": "The request body is too large.",
+        "details": {},
+    }
+    assert response.headers["content-type"] == "application/json"
+    assert response.headers["x-content-type-options"] == "nosniff"
 
 
 def test_errors_are_translated_by_header_query_and_accept_language(cocoond):

@@ -268,34 +268,34 @@ def _observe(
     dirty = [name for name, value in fields.items() if getattr(agent, name) != value]
     if not dirty:  # the steady state writes nothing
         return False
-    for name in dirty:
-        setattr(agent, name, fields[name])
-    changed = (agent.status, agent.status_source) != before
+    changes = {name: fields[name] for name in dirty}
+    changed = (fields["status"], fields["status_source"]) != before
     # A new status, or a screen that moved (its lastActivityAt): subscribers see both at once.
-    if not (changed or "last_activity_at" in dirty):
-        agent.save(update_fields=dirty)
-        return False
     with transaction.atomic():
-        agent.save(update_fields=dirty)
-        services.publish(agent)
+        if not services.save_live(agent, changes):
+            return False  # it ended meanwhile (a kill): what the poll saw is older
+        for name, value in changes.items():
+            setattr(agent, name, value)
+        if changed or "last_activity_at" in dirty:
+            services.publish(agent)
     return changed
 
 
 def _ended(agent: Agent, decision: rules.Decision, boot: str, fields: dict[str, Any]) -> bool:
     """The agent's program is gone: why, and whether it resumes (a sandbox that restarted under it)."""
-    for name, value in fields.items():
-        setattr(agent, name, value)
     if decision.exit_code is not None:
         reason = ExitReason.EXITED
     elif boot and agent.sandbox_boot and boot != agent.sandbox_boot:
         reason = ExitReason.ENGINE_RESTARTED
     else:
         reason = ExitReason.SESSION_VANISHED
-    if reason == ExitReason.ENGINE_RESTARTED and services.resume(agent):
-        return True
+    if reason == ExitReason.ENGINE_RESTARTED:
+        for name, value in fields.items():  # what the poll saw last (its CLI session) resumes it
+            setattr(agent, name, value)
+        if services.resume(agent):
+            return True
     with transaction.atomic():
-        services.end(agent, reason, decision.rule, exit_code=decision.exit_code)
-    return True
+        return services.end(agent, reason, decision.rule, exit_code=decision.exit_code, **fields)
 
 
 def sweep_sessions(grace_s: float = SWEEP_GRACE_S) -> int:

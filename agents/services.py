@@ -220,13 +220,23 @@ def resume(agent: Agent) -> bool:
     return True
 
 
-def end(agent: Agent, reason: str, rule: str, **fields: Any) -> None:
-    """Record that agent ended and why (its status is exited from now on)."""
-    agent.status, agent.status_source, agent.exit_reason = AgentStatus.EXITED, StatusSource.HEURISTIC, reason
-    agent.rule = rule
+def end(agent: Agent, reason: str, rule: str, *, final: bool = False, **fields: Any) -> bool:
+    """Record that agent ended and why (its status is exited from now on), with these fields; False if
+    it had ended already, and then nothing is written (its copy is of an older row). A final end is
+    written all the same: its caller ended the session itself (a kill), so its reason stands even over
+    that of a poll that saw the session go first."""
+    fields |= {
+        "status": AgentStatus.EXITED,
+        "status_source": StatusSource.HEURISTIC,
+        "exit_reason": reason,
+        "rule": rule,
+    }
+    if not final and not save_live(agent, fields):
+        return False
     for name, value in fields.items():
         setattr(agent, name, value)
-    agent.save()
+    if final:
+        agent.save(update_fields=list(fields))
     if reason != ExitReason.KILLED:  # kill_agent records who killed it
         activity.record(
             ENDED[ExitReason(reason)],
@@ -235,6 +245,14 @@ def end(agent: Agent, reason: str, rule: str, **fields: Any) -> None:
             agent_id=agent.id,
         )
     publish(agent)
+    return True
+
+
+def save_live(agent: Agent, fields: dict[str, Any]) -> bool:
+    """Write fields to the agent's row unless it has ended meanwhile: a poll reads the rows before it
+    asks the sandbox, and a kill between the two must not be undone by the poll's older view (the
+    whole row it wrote once made a killed agent read back with an older screen and session_vanished)."""
+    return Agent.objects.filter(pk=agent.pk).exclude(status=AgentStatus.EXITED).update(**fields) == 1
 
 
 def publish(agent: Agent) -> None:
@@ -298,7 +316,7 @@ def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
         keep_screen(agent)
         get_driver().exec(agent.sandbox_id, tmux.close_session(agent.id), timeout=30)
     with transaction.atomic():
-        end(agent, ExitReason.KILLED, StatusRule.KILLED, rule_detail="")
+        end(agent, ExitReason.KILLED, StatusRule.KILLED, final=True, rule_detail="")
         activity.record(
             "agent.killed", {"agent": agent.id}, actor=actor, sandbox_id=agent.sandbox_id, agent_id=agent.id
         )

@@ -6,6 +6,11 @@ import secrets
 
 import pytest
 
+from agents import poller, services
+from agents.models import Agent
+from cocoon.actors import SYSTEM_ACTOR
+from sandboxes import pools
+from sandboxes import services as sandboxes
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -61,6 +66,32 @@ def test_a_killed_agent_keeps_the_screen_it_had(cocoond, sandbox):
     read = cocoond.call("agent.read", {"agentId": agent["id"]})
     assert read["lastKnown"] is True
     assert f"\n{marker}" in read["screen"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_kill_while_a_poll_is_under_way_stands(sandbox_image, monkeypatch):
+    # A poll reads the live agents' rows, then asks the sandbox. A kill in between ended the agent, and
+    # the poll, finding the session gone, wrote its older copy of the row whole: the killed agent read
+    # back as session_vanished with the screen the poll had (an empty one; CI, once).
+    sandbox = pools.create_sandbox(
+        actor=SYSTEM_ACTOR, pool=False, network="none", image=sandbox_image
+    ).sandbox
+    try:
+        agent = services.spawn_agent(sandbox.id, "shell", actor=SYSTEM_ACTOR, prompt="echo kept-marker")
+        wait_until(lambda: "\nkept-marker" in services.read_screen(agent.id).screen)
+        look = poller._poll_output
+
+        def killed_meanwhile(item):
+            services.kill_agent(agent.id, actor=SYSTEM_ACTOR)
+            return look(item)
+
+        monkeypatch.setattr(poller, "_poll_output", killed_meanwhile)
+        assert poller.poll_all(only=sandbox.id) == 0
+        row = Agent.objects.get(pk=agent.pk)
+        assert (row.status, row.exit_reason, row.rule) == ("exited", "killed", "killed")
+        assert "\nkept-marker" in row.last_screen
+    finally:
+        sandboxes.delete_sandbox(sandbox.id, actor=SYSTEM_ACTOR)
 
 
 def test_an_agent_whose_session_is_closed_from_inside_ends_while_the_others_run_on(cocoond, sandbox):

@@ -23,7 +23,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 import cocoon
-from cocoon import tokens
+from cocoon import calls, tokens
 from cocoon.actors import Actor
 from cocoon.auth import request_actor
 from cocoon.consumers import SESSION_ENDED
@@ -71,8 +71,8 @@ async def call_tool(context: Any, params: types.CallToolRequestParams) -> types.
     if method is None:
         return _error_result(RpcError(ErrorCode.NOT_FOUND, UNKNOWN_TOOL, name=params.name), language)
     try:
-        result = await database_sync_to_async(registry.dispatch, thread_sensitive=False)(
-            method.name, params.arguments or {}, actor, language
+        result = await calls.in_thread(
+            actor.token_id, registry.dispatch, method.name, params.arguments or {}, actor, language
         )
     except CocoonError as error:
         return _error_result(error, language)

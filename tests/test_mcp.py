@@ -60,6 +60,39 @@ def test_a_sandbox_is_driven_end_to_end_over_mcp_with_an_agent_token(cocoond, sa
     assert [entry["path"] for entry in diff.structured_content["result"]["files"]] == ["f"]
 
 
+def test_one_tokens_waits_hold_up_no_other_tokens_tool_calls(cocoond, sandbox_image):
+    # Tool calls ran in the event loop's default executor (min(32, CPUs + 4) threads), which a few
+    # agent_wait calls filled; now one token has at most calls.PER_CALLER threads of the RPC pool.
+    sandbox = cocoond.call("sandbox.create", {"network": "none", "image": sandbox_image})
+    agent = cocoond.call("agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell"})
+    other = cocoond.call("tokens.create", {"name": "other", "scope": "agent"})["token"]
+    waits = 40
+
+    async def waiting(session):
+        params = {"agentId": agent["id"], "until": ["blocked"], "timeoutS": 60}
+        return await asyncio.gather(*(session.call_tool("agent_wait", params) for _ in range(waits)))
+
+    async def flow():
+        waiting_task = asyncio.ensure_future(with_session(cocoond, cocoond.token, waiting))
+        await asyncio.sleep(2)  # the waits are in by then (on the old code they held every thread)
+        got = await asyncio.wait_for(
+            with_session(
+                cocoond, other, lambda session: session.call_tool("agent_get", {"agentId": agent["id"]})
+            ),
+            timeout=15,
+        )
+        await asyncio.to_thread(cocoond.call, "agent.kill", {"agentId": agent["id"]})
+        return got, await asyncio.wait_for(waiting_task, timeout=60)
+
+    try:
+        got, answers = asyncio.run(flow())
+    finally:
+        cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+    assert got.structured_content["result"]["id"] == agent["id"]
+    assert len(answers) == waits
+    assert {json.loads(answer.content[0].text)["error"]["code"] for answer in answers} == {"timeout"}
+
+
 def test_admin_tools_are_refused_and_errors_are_tool_errors(cocoond):
     async def calls(session):
         hidden = await session.call_tool("settings_update", {"general": {"language": "de"}})

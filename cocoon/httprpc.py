@@ -38,14 +38,15 @@ def method_of(path: str) -> str | None:
     return match[1] if match else None
 
 
-async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def application(method: str, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answer a request for the method its URL named (method_of)."""
     try:
         body = await _read_body(receive, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
     except RequestAborted:
         return  # the client went away: nobody to answer
     headers, query = decode_scope(scope)
     caller = presented_token(headers, query) or client_address(scope)
-    status, payload, extra = await calls.in_thread(caller, answer, scope, headers, query, body)
+    status, payload, extra = await calls.in_thread(caller, answer, method, scope, headers, query, body)
     content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
     more = [(name.lower().encode(), value.encode()) for name, value in extra.items()]
     await send({"type": "http.response.start", "status": status, "headers": HEADERS + more})
@@ -53,7 +54,11 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 def answer(
-    scope: dict[str, Any], headers: dict[str, str], query: dict[str, list[str]], body: bytes | None
+    method: str,
+    scope: dict[str, Any],
+    headers: dict[str, str],
+    query: dict[str, list[str]],
+    body: bytes | None,
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
     """The status, JSON body and extra headers for an RPC request (body None: it was too large)."""
     language = functools.cache(lambda: language_of_scope(headers, query))  # a query, and only if asked
@@ -65,9 +70,7 @@ def answer(
             raise RpcError(ErrorCode.METHOD_NOT_ALLOWED)
         if body is None:
             raise RpcError(ErrorCode.INVALID_REQUEST, TOO_LARGE)
-        name = method_of(scope["path"])
-        assert name is not None, "routed here by method_of"
-        result = registry.dispatch(name, parse_params(body), actor, language)
+        result = registry.dispatch(method, parse_params(body), actor, language)
     except CocoonError as error:
         return _error(error, language())
     except Exception as error:

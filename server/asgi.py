@@ -38,8 +38,8 @@ async def http_application(scope: dict[str, Any], receive: Any, send: Any) -> No
     """/mcp goes to the MCP SDK, /v1/rpc/<method> to cocoon's RPC app, everything else to Django."""
     if scope["path"].rstrip("/") == "/mcp":
         await mcp_application(scope, receive, send)
-    elif httprpc.method_of(scope["path"]):
-        await httprpc.application(scope, receive, send)
+    elif method := httprpc.method_of(scope["path"]):
+        await httprpc.application(method, scope, receive, send)
     else:
         await django_application(scope, receive, send)
 

@@ -1,4 +1,5 @@
 from django.db import models
+from django.utils import timezone
 
 from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, StatusSource
 from cocoon.ids import new_id
@@ -6,6 +7,10 @@ from cocoon.ids import new_id
 
 def new_agent_id() -> str:
     return new_id("ag")
+
+
+def default_answers() -> list[list[str]]:
+    return [["y", "Enter"], ["n", "Enter"], ["Enter"], ["Escape"]]
 
 
 class AgentProfile(models.Model):
@@ -26,6 +31,8 @@ class AgentProfile(models.Model):
     # argv that resumes exactly the agent's own CLI session, "{sessionId}" standing for its id; used
     # instead of resume_command once the CLI's hooks named the session (Agent.cli_session_id).
     resume_session_command = models.JSONField(default=list)
+    # What the answer page offers a blocked agent: each answer a list of keys (agents.tmux.KEYS).
+    answers = models.JSONField(default=default_answers)
     builtin = models.BooleanField(default=False)
 
     def __str__(self) -> str:
@@ -39,6 +46,7 @@ class Agent(models.Model):
     sandbox = models.ForeignKey("sandboxes.Sandbox", on_delete=models.CASCADE, related_name="agents")
     profile = models.CharField(max_length=64)
     status = models.CharField(max_length=10, choices=AgentStatus.choices, default=AgentStatus.UNKNOWN)
+    status_at = models.DateTimeField(default=timezone.now)  # since when it has had that status
     status_source = models.CharField(
         max_length=10, choices=StatusSource.choices, default=StatusSource.HEURISTIC
     )

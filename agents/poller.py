@@ -270,6 +270,8 @@ def _observe(
         return False
     changes = {name: fields[name] for name in dirty}
     changed = (fields["status"], fields["status_source"]) != before
+    if fields["status"] != agent.status:
+        changes["status_at"] = now
     # A new status, or a screen that moved (its lastActivityAt): subscribers see both at once.
     with transaction.atomic():
         if not services.save_live(agent, changes):

@@ -17,7 +17,13 @@ from cocoon.lookup import get_or_not_found
 
 # Screen patterns are regular expressions, searched in the last lines of the screen (agents.status).
 BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
-    "shell": {"command": ["bash", "-l"], "prompt_mode": PromptMode.TYPED},
+    # A y/n question at the bottom of the screen (read -p "Continue? [y/n] ") waits for a human.
+    "shell": {
+        "command": ["bash", "-l"],
+        "prompt_mode": PromptMode.TYPED,
+        "blocked_patterns": [r"\? *[\[(][yY]/[nN][\])] *$"],
+        "answers": [["y", "Enter"], ["n", "Enter"], ["Enter"], ["C-c"]],
+    },
     "claude-code": {
         "command": ["claude"],
         "resume_command": ["claude", "--continue"],
@@ -27,6 +33,8 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "secrets": ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"],
         "hooks": True,
         "working_pattern": r"(?i)esc to interrupt",
+        # Its dialogs take the number of an option, Enter for the one selected, Escape to cancel.
+        "answers": [["1"], ["2"], ["3"], ["Enter"], ["Escape"]],
         # Claude Code's permission dialogs (2.1): Bash, edits, new files, web fetches, connections; and
         # the footer of its questions to the user (AskUserQuestion).
         "blocked_patterns": [
@@ -61,6 +69,7 @@ FIELDS = {
     "defaultModel": "default_model",
     "resumeCommand": "resume_command",
     "resumeSessionCommand": "resume_session_command",
+    "answers": "answers",
 }
 SESSION_PLACEHOLDER = "{sessionId}"
 

@@ -7,6 +7,7 @@ from django.utils import translation
 from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, StatusSource
 from agents.models import Agent, AgentProfile
 from agents.profiles import FIELDS
+from agents.tmux import KEYS
 from cocoon.config import SECRET_NAME_PATTERN
 from cocoon.schema import (
     BOOLEAN,
@@ -34,6 +35,9 @@ AGENT = obj(
         "profile": STRING,
         "status": enum(*AgentStatus.values),
         "statusSource": enum(*StatusSource.values),
+        "statusSince": TIMESTAMP,
+        "rule": enum(*StatusRule.values),  # which rule decided the status (agent.explain says more)
+        "screenTail": STRING,  # the last lines of the last screen seen (up to 5, each cut to 200)
         "exitCode": nullable(INTEGER),
         "exitReason": nullable(enum(*ExitReason.values)),
         "cliSessionId": nullable(STRING),  # the CLI's own session (what a resume picks up), once known
@@ -75,9 +79,20 @@ PROFILE_FIELDS = {
     "resumeCommand": array(string(minLength=1, maxLength=4000), maxItems=100),
     # {sessionId} in an argument stands for the CLI's session id (agent.cliSessionId).
     "resumeSessionCommand": array(string(minLength=1, maxLength=4000), maxItems=100),
+    # The answer page's buttons for a blocked agent: each a list of keys sent one after another.
+    "answers": array(array(enum(*sorted(KEYS)), minItems=1, maxItems=10), maxItems=20),
 }
 PROFILE = obj({"name": STRING, **PROFILE_FIELDS, "builtin": BOOLEAN})
 PROFILE_BY_NAME = obj({"name": PROFILE_NAME}, required=("name",))
+
+
+TAIL_LINES, TAIL_LINE_MAX = 5, 200
+
+
+def screen_tail(screen: str) -> str:
+    """The bottom of a screen for an agent card: its last non-empty lines, bounded."""
+    lines = [line[:TAIL_LINE_MAX].rstrip() for line in screen.split("\n") if line.strip()]
+    return "\n".join(lines[-TAIL_LINES:])
 
 
 def serialize_agent(agent: Agent) -> dict[str, Any]:
@@ -87,6 +102,9 @@ def serialize_agent(agent: Agent) -> dict[str, Any]:
         "profile": agent.profile,
         "status": agent.status,
         "statusSource": agent.status_source,
+        "statusSince": agent.status_at.isoformat(),
+        "rule": agent.rule,
+        "screenTail": screen_tail(agent.last_screen),
         "exitCode": agent.exit_code,
         "exitReason": agent.exit_reason or None,
         "cliSessionId": agent.cli_session_id or None,

@@ -212,6 +212,7 @@ def resume(agent: Agent) -> bool:
         return False
     with transaction.atomic():
         agent.status, agent.status_source = AgentStatus.UNKNOWN, StatusSource.HEURISTIC
+        agent.status_at = timezone.now()
         agent.exit_code, agent.exit_reason = None, ""
         agent.rule, agent.rule_detail, agent.screen_hash = StatusRule.RESUMED, "", ""
         agent.save()
@@ -227,6 +228,7 @@ def end(agent: Agent, reason: str, rule: str, *, final: bool = False, **fields: 
     that of a poll that saw the session go first."""
     fields |= {
         "status": AgentStatus.EXITED,
+        "status_at": timezone.now(),
         "status_source": StatusSource.HEURISTIC,
         "exit_reason": reason,
         "rule": rule,

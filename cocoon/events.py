@@ -7,6 +7,9 @@ that was rolled back.
 
 Each event type is declared with register_types() next to the code that publishes it, with who may see
 it (Visibility); a connection hears only what its actor may see, and an undeclared type is admin-only.
+
+Upper layers hear events in-process with observe(): an observer runs when the event is published, in
+the publisher's transaction, so what it writes commits or rolls back with the change it heard of.
 """
 
 import asyncio
@@ -31,6 +34,7 @@ ALL_EVENTS_GROUP = "events.all"
 HANDLER_TYPE = "event.message"  # -> consumer method event_message
 T = TypeVar("T")
 VISIBILITY: dict[str, str] = {}  # event type -> Visibility; types not in it are admin-only
+OBSERVERS: dict[str, list[Callable[["Event"], None]]] = {}
 
 
 def register_types(*event_types: str, visibility: Visibility) -> None:
@@ -39,6 +43,27 @@ def register_types(*event_types: str, visibility: Visibility) -> None:
     if duplicate:
         raise ValueError(f"event types registered twice: {sorted(duplicate)}")
     VISIBILITY.update(dict.fromkeys(event_types, visibility))
+
+
+def observe(*event_types: str) -> Callable[[Callable[["Event"], None]], Callable[["Event"], None]]:
+    """Decorator: call the function with every event of these types as it is published."""
+
+    def decorator(observer: Callable[["Event"], None]) -> Callable[["Event"], None]:
+        for event_type in event_types:
+            OBSERVERS.setdefault(event_type, []).append(observer)
+        return observer
+
+    return decorator
+
+
+def _notify_observers(event: "Event") -> None:
+    for observer in OBSERVERS.get(event["type"], ()):
+        try:
+            with transaction.atomic():  # a savepoint: a failing observer undoes only its own writes
+                observer(event)
+        except Exception:
+            # An observer's failure must never undo the state change it heard of.
+            logger.exception("observer %s failed on %s", observer.__qualname__, event["type"])
 
 
 def agent_group(agent_id: str) -> str:
@@ -84,6 +109,7 @@ def publish(
     if agent_id:
         event["agentId"] = agent_id
     visibility = visibility or VISIBILITY.get(event_type, Visibility.ADMIN)
+    _notify_observers(event)
     transaction.on_commit(lambda: _send(event, visibility))
     return event
 

@@ -148,7 +148,8 @@ SECRET_NAME = string(pattern=SECRET_NAME_PATTERN)
     admin=True,
 )
 def secrets_list(call: Call) -> list[dict[str, Any]]:
-    return [serialize_secret(secret, raw=vault.is_raw(secret.name)) for secret in vault.list_secrets()]
+    secrets = vault.list_secrets()
+    return [serialize_secret(secret, raw=config.is_raw_secret(secret.name)) for secret in secrets]
 
 
 @registry.method(
@@ -160,7 +161,7 @@ def secrets_list(call: Call) -> list[dict[str, Any]]:
 )
 def secrets_set(call: Call) -> dict[str, Any]:
     secret = vault.set_secret(call.params["name"], call.params["value"], actor=call.actor)
-    return serialize_secret(secret, raw=vault.is_raw(secret.name))
+    return serialize_secret(secret, raw=config.is_raw_secret(secret.name))
 
 
 @registry.method(

@@ -1,15 +1,17 @@
 """JSON Schema helpers for method declarations, and validation with translated field errors."""
 
 import re
-from datetime import datetime
+from datetime import datetime, tzinfo
+from functools import cache
 from typing import Any
+from zoneinfo import ZoneInfo, available_timezones
 
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from cocoon.errors import field, fields_error, interpolate_lazy
+from cocoon.errors import field, field_error, fields_error, interpolate_lazy
 
 Schema = dict[str, Any]
 
@@ -127,3 +129,15 @@ def validate(validator: Draft202012Validator, instance: Any) -> None:
         # One missing or unknown name is reported once, though each failing keyword lists them all.
         fields = list({(entry["path"], entry["code"]): entry for entry in fields}.values())
         raise fields_error(fields)
+
+
+# Read once: the list keeps out file names such as "localtime" that ZoneInfo would also open.
+known_zones = cache(available_timezones)
+
+
+def zone(name: str, path: str = "timezone") -> tzinfo:
+    """The timezone of an IANA name, or invalid_params naming path."""
+    if name not in known_zones():
+        message = interpolate_lazy(_("Unknown timezone %(name)s."), {"name": name})
+        raise field_error(path, message, "unknown_timezone")
+    return ZoneInfo(name)

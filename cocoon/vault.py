@@ -1,14 +1,13 @@
 """Secrets: Fernet-encrypted at rest, key in COCOON_DATA/secrets.key (0600), values never returned."""
 
 from functools import cache
-from typing import Any
 
 from cryptography.fernet import Fernet
 from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, config
+from cocoon import activity
 from cocoon.actors import Actor
 from cocoon.datadir import read_or_create_private_file
 from cocoon.errors import NotFound
@@ -34,8 +33,10 @@ def set_secret(name: str, value: str, *, actor: Actor) -> Secret:
 
 
 @transaction.atomic
-def delete_secret(name: str, *, actor: Actor) -> None:
+def delete_secret(name: str, *, actor: Actor, missing_ok: bool = False) -> None:
     deleted, _rows = Secret.objects.filter(name=name).delete()
+    if not deleted and missing_ok:
+        return
     if not deleted:
         raise NotFound(_("Secret %(name)s does not exist."), name=name)
     activity.record("secret.deleted", {"name": name}, actor=actor)
@@ -47,10 +48,3 @@ def read_secret(name: str) -> str | None:
     if secret is None:
         return None
     return _fernet().decrypt(bytes(secret.ciphertext)).decode()
-
-
-def is_raw(name: str, document: dict[str, Any] | None = None) -> bool:
-    """Whether an admin marked the secret raw (settings secrets.<name>.raw): where no provider can
-    broker it through the credential proxy, it is handed to agents as itself."""
-    document = document or config.get_settings()
-    return bool(document["secrets"].get(name, {}).get("raw"))

@@ -235,7 +235,7 @@ def check_profile_secrets(profile_secrets: list[str], actor: Actor) -> None:
 
 
 def _check_raw(name: str, actor: Actor, document: dict[str, Any]) -> None:
-    if not vault.is_raw(name, document):
+    if not config.is_raw_secret(name, document):
         raise Conflict(
             _(
                 "The secret %(name)s cannot reach an agent: no provider brokers it through the credential "

@@ -7,14 +7,14 @@ twice). Instants are computed in the schedule's zone and stored in UTC.
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
-from functools import cache
-from zoneinfo import ZoneInfo, available_timezones
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 from django.utils.translation import gettext_lazy as _
 
 from cocoon.errors import field_error, interpolate_lazy
+from cocoon.schema import zone
 
 ALIASES = {
     "@yearly": "0 0 1 1 *",
@@ -34,17 +34,6 @@ class Preview:
     cron: str
     timezone: str
     times: list[datetime]
-
-
-# Read once: the list keeps out file names such as "localtime" that ZoneInfo would also open.
-known_zones = cache(available_timezones)
-
-
-def zone(name: str, path: str = "timezone") -> tzinfo:
-    if name not in known_zones():
-        message = interpolate_lazy(_("Unknown timezone %(name)s."), {"name": name})
-        raise field_error(path, message, "unknown_timezone")
-    return ZoneInfo(name)
 
 
 def check(expression: str, path: str = "cron") -> str:

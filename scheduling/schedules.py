@@ -194,7 +194,9 @@ def _fire(schedule_id: str, now: datetime, *, catching_up: bool) -> Task | None:
                     f"{field['path']}: {field['message']}" for field in rendered["details"].get("fields", [])
                 ]
                 text = " ".join([rendered["message"], *problems])
-                activity.record("schedule.run_failed", {"name": schedule.name, "error": text})
+                activity.record(
+                    "schedule.run_failed", {"name": schedule.name, "schedule": schedule.id, "error": text}
+                )
         if catching_up:
             activity.record("schedule.caught_up", {"name": schedule.name, "missed": missed})
         publish_schedule_updated(schedule)

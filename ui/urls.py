@@ -2,7 +2,7 @@ from django.urls import path
 
 from cocoon.auth import SessionActorAuthentication
 from sandboxes.views import ArchiveView
-from ui import settings_views, task_views, views
+from ui import answer_views, settings_views, task_views, views
 
 app_name = "ui"
 
@@ -11,6 +11,8 @@ urlpatterns = [
     path("login", views.login, name="login"),
     path("logout", views.logout, name="logout"),
     path("setup/fix", views.setup_fix, name="setup_fix"),
+    # A notification's answer page: the signed token is the only credential (attention.links).
+    path("a/<str:token>", answer_views.answer, name="answer"),
     path("sandboxes/", views.sandboxes, name="sandboxes"),
     path("sandboxes/<str:sandbox_id>/", views.sandbox, name="sandbox"),
     path("sandboxes/<str:sandbox_id>/do/<str:action>", views.sandbox_action, name="sandbox_action"),

@@ -1,0 +1,58 @@
+"""Answer links: a signed URL that opens one item's answer page without a login, for a while and once.
+
+The token names the item and its link nonce, signed with the server's key and timestamped; it works for
+settings notifications.linkMinutes and until an answer is given through it (the answer draws a new nonce).
+"""
+
+from django.conf import settings
+from django.core import signing
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+
+from attention.choices import ItemState
+from attention.models import Item, new_link_nonce
+from cocoon import config
+from cocoon.errors import Forbidden
+
+SALT = "cocoon.attention.answer-link"
+
+
+class LinkInvalid(Forbidden):
+    """The link opens nothing (any more)."""
+
+
+def base_url() -> str:
+    """Where people reach cocoond: COCOON_URL, else the address it binds to."""
+    if settings.COCOON_URL:
+        return settings.COCOON_URL
+    host, _sep, port = settings.COCOON_BIND.rpartition(":")
+    host = "127.0.0.1" if host in {"0.0.0.0", "[::]", ""} else host  # noqa: S104 - a comparison
+    return f"http://{host}:{port}"
+
+
+def make(item: Item) -> str:
+    token = signing.dumps({"i": item.id, "n": item.link_nonce}, salt=SALT)
+    return base_url() + reverse("ui:answer", args=[token])
+
+
+def resolve(token: str) -> Item:
+    """The item a token opens, or LinkInvalid: forged, expired, used, or its item closed."""
+    max_age = config.get_settings()["notifications"]["linkMinutes"] * 60
+    try:
+        claims = signing.loads(token, salt=SALT, max_age=max_age)
+    except signing.SignatureExpired as error:
+        raise LinkInvalid(_("This link has expired.")) from error
+    except signing.BadSignature as error:
+        raise LinkInvalid(_("This link is not valid.")) from error
+    item = Item.objects.filter(pk=claims.get("i")).first() if isinstance(claims, dict) else None
+    if item is None or claims.get("n") != item.link_nonce:
+        raise LinkInvalid(_("This link was used already."))
+    if item.state == ItemState.CLOSED:
+        raise LinkInvalid(_("Nothing waits for an answer here any more."))
+    return item
+
+
+def use(item: Item) -> None:
+    """The link has been used: it works no more (the next notification of the item brings a new one)."""
+    item.link_nonce = new_link_nonce()
+    item.save(update_fields=["link_nonce", "updated_at"])

@@ -1,0 +1,99 @@
+"""The wire shapes of attention items and deliveries: their JSON Schemas and the dicts that match them."""
+
+from typing import Any
+
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
+
+from attention.choices import DeliveryState, ItemState
+from attention.models import Delivery, Item
+from cocoon.choices import AttentionKind
+from cocoon.schema import STRING, TIMESTAMP, enum, nullable, obj, string, timestamp
+
+ITEM_ID = string(pattern="^at_[a-z0-9]+$", maxLength=40)
+TITLES = {
+    AttentionKind.AGENT_BLOCKED: _("Agent %(agent)s (%(profile)s) in %(sandbox)s waits for an answer."),
+    AttentionKind.AGENT_DONE: _("Agent %(agent)s (%(profile)s) in %(sandbox)s is done."),
+    AttentionKind.AGENT_EXITED: _(
+        "Agent %(agent)s (%(profile)s) in %(sandbox)s ended (%(reason)s, code %(code)s)."
+    ),
+    AttentionKind.TASK_REVIEW: _("Task %(title)s needs a review."),
+    AttentionKind.TASK_FAILED: _("Task %(title)s failed."),
+    AttentionKind.SCHEDULE_FAILED: _("Schedule %(name)s could not start a run."),
+    AttentionKind.SETUP: _("The setup checklist is not ok: %(checks)s."),
+}
+ITEM = obj(
+    {
+        "id": STRING,
+        "kind": enum(*AttentionKind.values),
+        "state": enum(*ItemState.values),
+        "title": STRING,
+        "detail": STRING,
+        "sandboxId": nullable(STRING),
+        "agentId": nullable(STRING),
+        "taskId": nullable(STRING),
+        "scheduleId": nullable(STRING),
+        "openedAt": TIMESTAMP,
+        "updatedAt": TIMESTAMP,
+        "ackedAt": nullable(TIMESTAMP),
+        "ackedBy": nullable(STRING),
+        "snoozedUntil": nullable(TIMESTAMP),
+        "closedAt": nullable(TIMESTAMP),
+    }
+)
+DELIVERY = obj(
+    {
+        "id": STRING,
+        "itemId": STRING,
+        "channel": STRING,
+        "state": enum(*DeliveryState.values),
+        "attempts": {"type": "integer"},
+        "error": STRING,
+        "dueAt": TIMESTAMP,
+        "sentAt": nullable(TIMESTAMP),
+        "createdAt": TIMESTAMP,
+    }
+)
+
+
+def render_title(item: Item, language: str) -> str:
+    with translation.override(language):
+        try:
+            title: str = str(TITLES[AttentionKind(item.kind)]) % item.params
+        except (KeyError, TypeError, ValueError):
+            title = item.kind
+        return title
+
+
+def serialize_item(item: Item, language: str) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "kind": item.kind,
+        "state": item.state,
+        "title": render_title(item, language),
+        "detail": item.detail,
+        "sandboxId": item.sandbox_id or None,
+        "agentId": item.agent_id or None,
+        "taskId": item.task_id or None,
+        "scheduleId": item.schedule_id or None,
+        "openedAt": item.opened_at.isoformat(),
+        "updatedAt": item.updated_at.isoformat(),
+        "ackedAt": timestamp(item.acked_at),
+        "ackedBy": item.acked_by or None,
+        "snoozedUntil": timestamp(item.snoozed_until),
+        "closedAt": timestamp(item.closed_at),
+    }
+
+
+def serialize_delivery(delivery: Delivery) -> dict[str, Any]:
+    return {
+        "id": delivery.id,
+        "itemId": delivery.item_id,
+        "channel": delivery.channel,
+        "state": delivery.state,
+        "attempts": delivery.attempts,
+        "error": delivery.error,
+        "dueAt": delivery.due_at.isoformat(),
+        "sentAt": timestamp(delivery.sent_at),
+        "createdAt": delivery.created_at.isoformat(),
+    }

@@ -1,0 +1,370 @@
+"""The attention feed and its notifications, on the real code paths: items follow what agents, tasks
+and schedules publish; channels are saved with their secrets in the vault; deliveries reach a real SMTP
+server, a signed-webhook receiver and a chat-webhook stand-in on loopback, with retries for the ones
+that fail. (The answer link end to end, in Chromium against a live agent: test_attention_e2e.)"""
+
+import secrets
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+from django.test import Client
+from django.utils import timezone
+
+from agents import services as agent_services
+from agents.models import Agent
+from attention import feed, links, notify
+from attention.choices import DeliveryState, ItemState
+from attention.models import Delivery, Item
+from cocoon import config, vault
+from cocoon.actors import SYSTEM_ACTOR, Actor
+from cocoon.choices import AttentionKind, TokenScope
+from cocoon.errors import Conflict, CocoonError, InvalidParams
+from cocoon.models import ActivityEntry
+from cocoon.registry import registry
+from sandboxes.models import Sandbox
+from scheduling.events import publish_task_updated
+from scheduling.models import Schedule, Task
+from tests.attention_receivers import http_receiver, smtp_server, text_of, verify_signature
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+AGENT_ACTOR = Actor(token_id="t", name="steering agent", scope=TokenScope.AGENT)
+QUESTION = "Continue? [y/n] "
+
+
+def call(method: str, params: dict, actor: Actor = SYSTEM_ACTOR):
+    return registry.dispatch(method, params, actor, "en")
+
+
+def make_agent(name: str = "s1", **fields) -> Agent:
+    sandbox = Sandbox.objects.create(name=name, image="i", network="none", cpus=1, memory_mb=64, pids=16)
+    return Agent.objects.create(sandbox=sandbox, profile="shell", status="working", **fields)
+
+
+def set_status(agent: Agent, status: str, **fields) -> Agent:
+    """What the poller does when it decides a new status: save it and publish agent.updated."""
+    with transaction.atomic():
+        for name, value in {"status": status, **fields}.items():
+            setattr(agent, name, value)
+        agent.save()
+        agent_services.publish(agent)
+    return agent
+
+
+def blocked(agent: Agent) -> Agent:
+    screen = f"$ ./deploy.sh\nBuilding...\n{QUESTION}"
+    return set_status(agent, "blocked", last_screen=screen, screen_question=r"\? *[\[(][yY]/[nN][\])] *$")
+
+
+def items(**filters) -> list[Item]:
+    return list(Item.objects.filter(**filters))
+
+
+def add_channel(name: str, **channel) -> dict:
+    return call("settings.update", {"notifications": {"channels": {name: channel}}})
+
+
+# -- the feed ------------------------------------------------------------------------------------------
+
+
+def test_a_blocked_agent_is_an_item_with_its_question_and_the_item_closes_when_it_goes_on():
+    agent = blocked(make_agent())
+    [item] = items(agent_id=agent.id)
+    assert (item.kind, item.state, item.detail) == (
+        AttentionKind.AGENT_BLOCKED,
+        ItemState.OPEN,
+        QUESTION.strip(),
+    )
+    assert item.sandbox_id == agent.sandbox_id
+    [listed] = call("attention.list", {})
+    assert listed["id"] == item.id and "waits for an answer" in listed["title"]
+    # The poller sees it blocked again: still one item.
+    blocked(agent)
+    assert len(items(agent_id=agent.id)) == 1
+
+    set_status(agent, "working")
+    item.refresh_from_db()
+    assert item.state == ItemState.CLOSED and item.closed_at is not None
+    assert call("attention.list", {}) == []
+    assert [found["id"] for found in call("attention.list", {"state": "all"})] == [item.id]
+
+
+@pytest.mark.parametrize(
+    ("status", "fields", "kind"),
+    [
+        ("done", {}, AttentionKind.AGENT_DONE),
+        ("exited", {"exit_reason": "exited", "exit_code": 3}, AttentionKind.AGENT_EXITED),
+        ("exited", {"exit_reason": "engine_restarted"}, AttentionKind.AGENT_EXITED),
+        ("exited", {"exit_reason": "exited", "exit_code": 0}, None),  # it ended by itself, well
+        ("exited", {"exit_reason": "killed"}, None),  # a person ended it
+        ("idle", {}, None),
+    ],
+)
+def test_which_agent_states_need_a_human(status, fields, kind):
+    agent = set_status(make_agent(), status, **fields)
+    assert [item.kind for item in items(agent_id=agent.id)] == ([kind] if kind else [])
+
+
+def test_a_task_in_review_or_failed_is_an_item_until_it_is_approved_or_run_again():
+    task = Task.objects.create(title="fix the flaky test", prompt="p", workflow=[], status="review")
+    publish_task_updated(task)
+    [review] = items(task_id=task.id)
+    assert (
+        review.kind == AttentionKind.TASK_REVIEW
+        and "fix the flaky test" in feed.title_params(review)["title"]
+    )
+    task.status = "done"
+    publish_task_updated(task)
+    review.refresh_from_db()
+    assert review.state == ItemState.CLOSED
+    task.status = "failed"
+    publish_task_updated(task)
+    assert [item.kind for item in items(task_id=task.id, state=ItemState.OPEN)] == [AttentionKind.TASK_FAILED]
+
+
+def test_a_schedule_that_could_not_start_a_run_is_an_item_until_it_starts_one():
+    from cocoon import activity
+
+    schedule = Schedule.objects.create(name="nightly", cron="0 3 * * *", template={})
+    activity.record(
+        "schedule.run_failed", {"name": "nightly", "schedule": schedule.id, "error": "no profile x"}
+    )
+    [item] = items(schedule_id=schedule.id)
+    assert (item.kind, item.detail) == (AttentionKind.SCHEDULE_FAILED, "no profile x")
+    run = Task.objects.create(
+        title="nightly run", prompt="p", workflow=[], schedule=schedule, status="running"
+    )
+    publish_task_updated(run)
+    item.refresh_from_db()
+    assert item.state == ItemState.CLOSED
+
+
+def test_the_setup_checklist_is_an_item_only_admins_see():
+    item = feed.check_setup()  # no admin token exists in this database: the checklist is red
+    assert item is not None and item.kind == AttentionKind.SETUP and "adminToken" in item.params["checks"]
+    assert [found["id"] for found in call("attention.list", {})] == [item.id]
+    assert call("attention.list", {}, AGENT_ACTOR) == []
+    with pytest.raises(CocoonError) as error:
+        call("attention.ack", {"itemId": item.id}, AGENT_ACTOR)
+    assert error.value.code == "not_found"
+
+
+def test_ack_and_snooze():
+    agent = blocked(make_agent())
+    [item] = items(agent_id=agent.id)
+    snoozed = call("attention.snooze", {"itemId": item.id, "minutes": 30}, AGENT_ACTOR)
+    assert snoozed["snoozedUntil"] and call("attention.list", {}) == []
+    Item.objects.filter(pk=item.id).update(snoozed_until=timezone.now() - timedelta(seconds=1))
+    assert [found["id"] for found in call("attention.list", {})] == [item.id]  # its time has come
+
+    acked = call("attention.ack", {"itemId": item.id}, AGENT_ACTOR)
+    assert (acked["state"], acked["ackedBy"]) == ("acked", "steering agent (t)")
+    assert call("attention.list", {}) == [] and len(call("attention.list", {"state": "acked"})) == 1
+    assert ActivityEntry.objects.filter(key="attention.acked").exists()
+    with pytest.raises(Conflict):
+        call("attention.snooze", {"itemId": item.id, "minutes": 5})
+    set_status(agent, "working")  # the cause goes away: closed, and an ack says so
+    with pytest.raises(Conflict):
+        call("attention.ack", {"itemId": item.id})
+
+
+# -- channels in the settings --------------------------------------------------------------------------
+
+
+def test_a_channel_url_goes_to_the_vault_and_is_never_returned():
+    document = add_channel("ops", type="apprise", url="ntfy://alice:s3cret-pass@127.0.0.1:1/cocoon")
+    channel = document["notifications"]["channels"]["ops"]
+    assert "url" not in channel and "s3cret-pass" not in str(document)
+    assert channel["urlPreview"].startswith("ntfy://alice:") and "127.0.0.1" in channel["urlPreview"]
+    assert vault.read_secret("NOTIFY_OPS_URL") == "ntfy://alice:s3cret-pass@127.0.0.1:1/cocoon"
+    assert "s3cret-pass" not in str(call("settings.get", {}))
+    # A change of its rules keeps the URL.
+    add_channel("ops", kinds=["agent_blocked"])
+    assert vault.read_secret("NOTIFY_OPS_URL") == "ntfy://alice:s3cret-pass@127.0.0.1:1/cocoon"
+    call("settings.reset", {"keys": ["notifications.channels.ops"]})
+    assert vault.read_secret("NOTIFY_OPS_URL") is None
+
+
+@pytest.mark.parametrize(
+    ("channel", "path", "code"),
+    [
+        ({"type": "apprise", "url": "nope://x"}, "notifications.channels.bad.url", "invalid_url"),
+        (
+            {"type": "apprise", "url": "https://example.invalid/x"},
+            "notifications.channels.bad.url",
+            "invalid_url",
+        ),
+        (
+            {"type": "webhook", "url": "file:///etc/passwd", "secret": "s" * 32},
+            "notifications.channels.bad.url",
+            "invalid_url",
+        ),
+        (
+            {"type": "webhook", "url": "http://127.0.0.1:1/hook"},
+            "notifications.channels.bad.secret",
+            "required",
+        ),
+        ({"type": "apprise"}, "notifications.channels.bad.url", "required"),
+        (
+            {
+                "type": "apprise",
+                "url": "json://127.0.0.1:1/",
+                "quietHours": {"from": "22:00", "to": "07:00", "timezone": "Mars/Base"},
+            },
+            "notifications.channels.bad.quietHours.timezone",
+            "unknown_timezone",
+        ),
+    ],
+)
+def test_a_bad_channel_is_refused_at_save_with_a_field_error_and_nothing_is_kept(channel, path, code):
+    with pytest.raises(InvalidParams) as error:
+        add_channel("bad", **channel)
+    fields = error.value.render()["details"]["fields"]
+    assert [(field["path"], field["code"]) for field in fields] == [(path, code)]
+    assert "bad" not in config.get_settings()["notifications"]["channels"]
+    assert vault.read_secret("NOTIFY_BAD_URL") is None and vault.read_secret("NOTIFY_BAD_SECRET") is None
+
+
+# -- deliveries ----------------------------------------------------------------------------------------
+
+
+def deliver_all() -> dict[str, str]:
+    """Run every due delivery as the Celery task would: {channel: state}."""
+    return {
+        delivery.channel: notify.deliver(delivery.id)
+        for delivery in Delivery.objects.filter(state=DeliveryState.SCHEDULED, due_at__lte=timezone.now())
+    }
+
+
+def test_an_item_reaches_email_a_signed_webhook_and_a_chat_webhook_and_a_dead_channel_is_retried_apart():
+    secret = secrets.token_urlsafe(24)
+    with http_receiver() as hooks, http_receiver() as chat, smtp_server() as smtp:
+        add_channel("mail", type="apprise", url=smtp.url())
+        add_channel("hook", type="webhook", url=f"{hooks.url}/cocoon", secret=secret)
+        add_channel("chat", type="apprise", url=f"ntfy://127.0.0.1:{chat.port}/agents")
+        add_channel("dead", type="apprise", url=f"json://127.0.0.1:{free_port()}/gone")
+        agent = blocked(make_agent("build-box"))
+        [item] = items(agent_id=agent.id)
+
+        assert deliver_all() == {"mail": "sent", "hook": "sent", "chat": "sent", "dead": "scheduled"}
+
+        body = verify_signature(hooks.requests[0], secret)
+        assert body["type"] == "attention.item" and body["item"]["id"] == item.id
+        assert body["item"]["detail"] == QUESTION.strip() and body["link"].startswith("http://127.0.0.1:")
+        assert links.resolve(body["link"].rsplit("/a/", 1)[1]) == item
+        tampered = hooks.requests[0]
+        tampered.body = tampered.body.replace(b"build-box", b"evil-box")
+        with pytest.raises(AssertionError, match="bad signature"):
+            verify_signature(tampered, secret)
+
+        [mail] = smtp.messages
+        assert "waits for an answer" in mail["Subject"] and body["link"] in text_of(mail)
+        assert chat.requests[0].path == "/" and chat.requests[0].json()["topic"] == "agents"
+        assert QUESTION.strip() in chat.requests[0].json()["message"]
+
+    dead = Delivery.objects.get(channel="dead")
+    assert (dead.state, dead.attempts) == (DeliveryState.SCHEDULED, 1)
+    assert "error" in dead.error.lower() and dead.due_at > timezone.now()
+    log = call("notifications.deliveries", {"itemId": item.id})
+    assert {entry["channel"]: entry["state"] for entry in log} == {
+        "mail": "sent",
+        "hook": "sent",
+        "chat": "sent",
+        "dead": "scheduled",
+    }
+    for _attempt in range(notify.MAX_ATTEMPTS - 1):
+        Delivery.objects.filter(pk=dead.pk).update(due_at=timezone.now())
+        notify.deliver(dead.id)
+    dead.refresh_from_db()
+    assert (dead.state, dead.attempts) == (DeliveryState.FAILED, notify.MAX_ATTEMPTS)
+
+
+def test_a_channel_delay_lets_a_short_block_pass_and_quiet_hours_hold_a_message_until_they_end():
+    with http_receiver() as hooks:
+        add_channel("patient", type="webhook", url=hooks.url, secret="s" * 32, delayS=60)
+        agent = blocked(make_agent())
+        delivery = Delivery.objects.get()
+        assert delivery.due_at >= delivery.item.opened_at + timedelta(seconds=60)
+        assert notify.deliver(delivery.id) is None  # not due
+        set_status(agent, "working")  # answered within the minute
+        delivery.refresh_from_db()
+        assert delivery.state == DeliveryState.SKIPPED
+        assert hooks.requests == []
+
+        now = timezone.now()
+        start, end = (
+            (now - timedelta(hours=1)).strftime("%H:%M"),
+            (now + timedelta(hours=1)).strftime("%H:%M"),
+        )
+        add_channel("patient", delayS=0, quietHours={"from": start, "to": end, "timezone": "UTC"})
+        blocked(agent)
+        waiting = Delivery.objects.get(state=DeliveryState.SCHEDULED)
+        assert notify.deliver(waiting.id) == DeliveryState.SCHEDULED
+        waiting.refresh_from_db()
+        assert waiting.due_at > now + timedelta(minutes=50) and waiting.attempts == 0
+        assert hooks.requests == []
+
+
+def test_a_channel_hears_only_its_kinds_and_sandboxes():
+    add_channel(
+        "builds", type="apprise", url="json://127.0.0.1:1/", kinds=["agent_blocked"], sandboxes=["build-box"]
+    )
+    blocked(make_agent("build-box"))
+    blocked(make_agent("other-box"))
+    set_status(make_agent("build-box-2"), "done")
+    assert [delivery.item.sandbox_id for delivery in Delivery.objects.all()] == [
+        Sandbox.objects.get(name="build-box").id
+    ]
+
+
+def test_notifications_test_says_whether_the_channel_took_it():
+    with http_receiver() as hooks, http_receiver(status=500) as broken:
+        add_channel("good", type="webhook", url=hooks.url, secret="s" * 32)
+        add_channel("broken", type="webhook", url=broken.url, secret="s" * 32)
+        assert call("notifications.test", {"channel": "good"})["sent"] is True
+        assert verify_signature(hooks.wait()[0], "s" * 32)["type"] == "notifications.test"
+        result = call("notifications.test", {"channel": "broken"})
+        assert (result["sent"], result["error"]) == (False, "HTTP 500")
+    with pytest.raises(CocoonError) as error:
+        call("notifications.test", {"channel": "nope"})
+    assert error.value.code == "not_found"
+
+
+def test_deliveries_whose_celery_message_was_lost_are_handed_over_again():
+    add_channel("hook", type="webhook", url="http://127.0.0.1:1/", secret="s" * 32)
+    blocked(make_agent())
+    Delivery.objects.update(due_at=timezone.now() - timedelta(minutes=5))
+    assert notify.resend_lost() == 1
+
+
+# -- the answer link -----------------------------------------------------------------------------------
+
+
+def test_an_answer_link_opens_only_its_own_item_and_refuses_forged_expired_and_used_ones():
+    agent = blocked(make_agent())
+    [item] = items(agent_id=agent.id)
+    url = links.make(item)
+    path = url.removeprefix(links.base_url())
+    page = Client().get(path)
+    assert page.status_code == 200 and QUESTION.strip() in page.content.decode()
+    assert "y Enter" in page.content.decode()  # the shell profile's answers
+
+    token = path.rsplit("/", 1)[1]
+    forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    assert Client().get(f"/a/{forged}").status_code == 403
+    other = blocked(make_agent("s2"))
+    [other_item] = items(agent_id=other.id)
+    assert links.resolve(links.make(other_item).rsplit("/", 1)[1]) == other_item != item
+
+    links.use(item)  # what an answer does
+    used = Client().get(path)
+    assert used.status_code == 403 and "used already" in used.content.decode()
+
+    config.update_settings({"notifications": {"linkMinutes": 5}}, actor=SYSTEM_ACTOR)
+    fresh = links.make(item).rsplit("/", 1)[1]
+    with pytest.MonkeyPatch.context() as patch:
+        later = timezone.now().timestamp() + 6 * 60
+        patch.setattr("django.core.signing.time.time", lambda: later)
+        assert Client().get(f"/a/{fresh}").status_code == 403

@@ -1,0 +1,93 @@
+"""Answer from the alert, end to end: a shell agent in a real sandbox asks y/n, cocoond mails the item to
+a real SMTP server on loopback, headless Chromium opens the link from that mail and answers, and the
+agent goes on with the answer."""
+
+import asyncio
+import re
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from tests.attention_receivers import smtp_server, text_of
+from tests.conftest import wait_until
+from tests.test_mcp import with_session
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = "/usr/bin/chromium"
+ASK = 'read -p "Continue? [y/n] " a; echo "answer=$a" > /tmp/answer.txt'
+
+
+@pytest.fixture
+def sandbox(cocoond, sandbox_image) -> Iterator[dict]:
+    created = cocoond.call("sandbox.create", {"network": "none", "image": sandbox_image})
+    yield created
+    cocoond.post("sandbox.delete", {"sandboxId": created["id"]})
+
+
+def test_a_blocked_shell_agent_is_answered_from_the_link_in_its_email(cocoond, sandbox):
+    with smtp_server() as smtp, cocoond.ws() as ws:
+        channel = {
+            "type": "apprise",
+            "url": smtp.url(),
+            "kinds": ["agent_blocked"],
+            "sandboxes": [sandbox["id"]],
+        }
+        cocoond.call("settings.update", {"notifications": {"channels": {"e2e-mail": channel}}})
+        try:
+            ws.call("events.subscribe", {"types": ["attention.updated"], "sandboxId": sandbox["id"]})
+            agent = cocoond.call("agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell"})
+            cocoond.call("agent.send_input", {"agentId": agent["id"], "text": ASK})
+            waited = cocoond.call(
+                "agent.wait", {"agentId": agent["id"], "until": ["blocked"], "timeoutS": 30}
+            )
+            assert waited["status"] == "blocked"
+            [item] = cocoond.call("attention.list", {"sandboxId": sandbox["id"]})
+            assert (item["kind"], item["detail"]) == ("agent_blocked", "Continue? [y/n]")
+            event = ws.next_event()["event"]
+            assert (event["type"], event["data"]["id"], event["agentId"]) == (
+                "attention.updated",
+                item["id"],
+                agent["id"],
+            )
+            # A steering agent watches its workers over MCP with an agent token.
+            steering = cocoond.call("tokens.create", {"name": "steering", "scope": "agent"})["token"]
+            listed = asyncio.run(
+                with_session(
+                    cocoond,
+                    steering,
+                    lambda session: session.call_tool("attention_list", {"sandboxId": sandbox["id"]}),
+                )
+            )
+            assert [found["id"] for found in listed.structured_content["result"]] == [item["id"]]
+
+            [mail] = smtp.wait()
+            link = re.search(r"http://127\.0\.0\.1:\d+/a/\S+", text_of(mail))
+            assert link, text_of(mail)
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+                page = browser.new_context(viewport={"width": 390, "height": 844}).new_page()  # a phone
+                page.goto(link.group(0))
+                expect(page.locator("#question")).to_have_text("Continue? [y/n]")
+                expect(page.locator("#screen")).to_contain_text("Continue? [y/n]")
+                page.get_by_role("button", name="y Enter").click()
+                expect(page.locator("#answered")).to_contain_text("Sent: y Enter")
+                # The link was for one answer.
+                assert page.goto(link.group(0)).status == 403
+                browser.close()
+
+            def answered() -> str:
+                result = cocoond.call(
+                    "sandbox.exec", {"sandboxId": sandbox["id"], "command": ["cat", "/tmp/answer.txt"]}
+                )
+                return result["stdout"] if result["exitCode"] == 0 else ""
+
+            assert wait_until(answered, timeout=20).strip() == "answer=y"
+            wait_until(lambda: cocoond.call("attention.list", {"sandboxId": sandbox["id"]}) == [], timeout=20)
+            [closed] = cocoond.call("attention.list", {"sandboxId": sandbox["id"], "state": "all"})
+            assert closed["state"] == "closed"
+            [delivery] = cocoond.call("notifications.deliveries", {"itemId": item["id"]})
+            assert delivery["state"] == "sent"
+        finally:
+            cocoond.call("settings.reset", {"keys": ["notifications.channels.e2e-mail"]})

@@ -6,6 +6,7 @@ publisher's transaction, so an item exists exactly when the state that caused it
 """
 
 import logging
+import unicodedata
 from datetime import timedelta
 from typing import Any
 
@@ -39,6 +40,7 @@ OWN_ENDINGS = {ExitReason.KILLED, ExitReason.SANDBOX_STOPPED}
 SETUP_SUBJECT = "setup"
 DETAIL_MAX = 1000
 QUESTION_LINES = 3  # of the screen's bottom, when no line of it matches the question's pattern
+CONTROL = {"Cc", "Cf", "Cs", "Co", "Cn"}
 
 events.register_types("attention.updated", visibility=Visibility.AGENT)
 activity.register_messages(
@@ -65,10 +67,16 @@ def live(kind: str, subject: str) -> Item | None:
     return Item.objects.filter(kind=kind, subject=subject).exclude(state=ItemState.CLOSED).first()
 
 
+def printable(text: str) -> str:
+    """A sandbox's screen text as an item may carry it on: no control characters (an escape sequence
+    for a terminal that shows a mail or a log), bounded."""
+    return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) not in CONTROL)[:DETAIL_MAX]
+
+
 def open_item(kind: str, subject: str, *, params: dict[str, Any], detail: str = "", **where: str) -> Item:
     """The live item of this cause with this title and detail: opened (and sent to the channels) if
     there is none, else brought up to date."""
-    detail = detail[:DETAIL_MAX]
+    detail = printable(detail)
     item = live(kind, subject)
     if item is not None:
         if (item.params, item.detail) != (params, detail):
@@ -151,6 +159,12 @@ def on_agent(event: Event) -> None:
         params |= {"reason": agent.exit_reason, "code": agent.exit_code}
     where = {"sandbox_id": agent.sandbox_id, "agent_id": agent.id}
     open_item(kind, agent.id, params=params, detail=_agent_detail(kind, agent), **where)
+
+
+@events.observe("sandbox.deleted")
+def on_sandbox_deleted(event: Event) -> None:
+    """Its agents are gone with it (their tasks stay, with their own items)."""
+    close_items(Item.objects.filter(sandbox_id=event["data"]["id"], kind__in=AGENT_KINDS))
 
 
 @events.observe("task.updated")

@@ -4,6 +4,9 @@ The token names the item and its link nonce, signed with the server's key and ti
 settings notifications.linkMinutes and until an answer is given through it (the answer draws a new nonce).
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.conf import settings
 from django.core import signing
 from django.urls import reverse
@@ -52,7 +55,18 @@ def resolve(token: str) -> Item:
     return item
 
 
-def use(item: Item) -> None:
-    """The link has been used: it works no more (the next notification of the item brings a new one)."""
-    item.link_nonce = new_link_nonce()
-    item.save(update_fields=["link_nonce", "updated_at"])
+@contextmanager
+def use(item: Item) -> Iterator[None]:
+    """Use the item's link once: it works no more from here on (the next notification of the item
+    brings a new one), or LinkInvalid if another answer took it first. An error in the block gives
+    the link back, so a failed answer can be tried again."""
+    nonce, new = item.link_nonce, new_link_nonce()
+    if not Item.objects.filter(pk=item.pk, link_nonce=nonce).update(link_nonce=new):
+        raise LinkInvalid(_("This link was used already."))
+    item.link_nonce = new
+    try:
+        yield
+    except BaseException:
+        Item.objects.filter(pk=item.pk, link_nonce=new).update(link_nonce=nonce)
+        item.link_nonce = nonce
+        raise

@@ -266,7 +266,8 @@ def _send_apprise(url: str, message: Message) -> None:
     if not notifier.add(url):
         raise SendError("Apprise does not know this URL")
     with apprise.LogCapture(level=logging.WARNING) as log:  # type: ignore[no-untyped-call]
-        ok = notifier.notify(title=message.title, body=message.body)
+        # Plain text: what a sandbox's screen shows is never read as HTML or Markdown.
+        ok = notifier.notify(title=message.title, body=message.body, body_format=apprise.NotifyFormat.TEXT)
     if not ok:
         lines = [line.strip() for line in log.getvalue().splitlines() if line.strip()]
         raise SendError(lines[-1] if lines else "the service did not take the message")

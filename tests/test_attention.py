@@ -358,7 +358,8 @@ def test_an_answer_link_opens_only_its_own_item_and_refuses_forged_expired_and_u
     [other_item] = items(agent_id=other.id)
     assert links.resolve(links.make(other_item).rsplit("/", 1)[1]) == other_item != item
 
-    links.use(item)  # what an answer does
+    with links.use(item):  # what an answer does
+        pass
     used = Client().get(path)
     assert used.status_code == 403 and "used already" in used.content.decode()
 
@@ -368,3 +369,46 @@ def test_an_answer_link_opens_only_its_own_item_and_refuses_forged_expired_and_u
         later = timezone.now().timestamp() + 6 * 60
         patch.setattr("django.core.signing.time.time", lambda: later)
         assert Client().get(f"/a/{fresh}").status_code == 403
+
+
+def test_a_failed_answer_gives_the_link_back_and_a_second_answer_through_the_same_link_is_refused():
+    agent = blocked(make_agent())  # its sandbox row has no container: sending the keys fails
+    [item] = items(agent_id=agent.id)
+    path = links.make(item).removeprefix(links.base_url())
+    client = Client(enforce_csrf_checks=False)
+    failed = client.post(path, {"answer": "0"})
+    assert failed.status_code == 200 and 'role="alert"' in failed.content.decode()
+    assert Client().get(path).status_code == 200  # still works
+
+    same = Item.objects.get(pk=item.pk)  # two answers at once: both opened the page first
+    with links.use(item), pytest.raises(links.LinkInvalid):
+        with links.use(same):
+            pass
+    assert Client().get(path).status_code == 403
+
+
+def test_what_a_sandbox_prints_reaches_a_mail_as_plain_text():
+    hostile = (
+        '<a href="http://evil.invalid/a/x">approve</a> \x1b]8;;http://evil.invalid\x07link\x1b]8;;\x07 [y/n]'
+    )
+    with smtp_server() as smtp:
+        add_channel("mail", type="apprise", url=smtp.url())
+        agent = set_status(make_agent(), "blocked", last_screen=hostile, screen_question=r"\[y/n\]")
+        [item] = items(agent_id=agent.id)
+        assert "\x1b" not in item.detail and "\x07" not in item.detail
+        assert deliver_all() == {"mail": "sent"}
+        [mail] = smtp.messages
+    html = mail.get_body(preferencelist=("html",))
+    assert html is None or '<a href="http://evil.invalid' not in html.get_content()
+    assert '<a href="http://evil.invalid/a/x">' in text_of(mail)  # shown as the text it is
+
+
+def test_a_deleted_sandbox_closes_the_items_of_its_agents():
+    from cocoon import events
+
+    agent = set_status(make_agent(), "exited", exit_reason="engine_restarted")
+    [item] = items(agent_id=agent.id)
+    with transaction.atomic():
+        events.publish("sandbox.deleted", {"id": agent.sandbox_id}, sandbox_id=agent.sandbox_id)
+    item.refresh_from_db()
+    assert item.state == ItemState.CLOSED

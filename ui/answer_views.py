@@ -67,11 +67,11 @@ def answer(request: HttpRequest, token: str) -> HttpResponse:
         context: dict[str, Any] = {"item": item, "title": render_title(item, language), "agent": agent}
         if request.method == "POST" and agent is not None and answers:
             try:
-                sent = _answer(request, item, agent, answers)
+                with links.use(item):
+                    sent = _answer(request, item, agent, answers)
             except CocoonError as error:
                 context["error"] = error.render()["message"]
             else:
-                links.use(item)
                 activity.record(
                     "attention.answered",
                     title_params(item) | {"answer": str(sent)},

@@ -107,17 +107,21 @@ def close_items(items: QuerySet[Item]) -> int:
 # -- what opens and closes items ---------------------------------------------------------------------
 
 
+def ended_unexpectedly(agent: dict[str, Any]) -> bool:
+    """An agent (its wire shape) that ended neither by its own clean exit nor by a person: with an error
+    code, or through an engine restart or a vanished session."""
+    reason = agent["exitReason"]
+    unexpected = reason != ExitReason.EXITED or agent["exitCode"] != 0
+    return agent["status"] == AgentStatus.EXITED and reason not in OWN_ENDINGS and unexpected
+
+
 def _agent_kind(agent: dict[str, Any]) -> str | None:
     status = agent["status"]
     if status == AgentStatus.BLOCKED:
         return AttentionKind.AGENT_BLOCKED
     if status == AgentStatus.DONE:
         return AttentionKind.AGENT_DONE
-    # Ended: by its own program with an error, or by something else than a person (an engine restart).
-    unexpected = agent["exitReason"] != ExitReason.EXITED or agent["exitCode"] != 0
-    if status == AgentStatus.EXITED and agent["exitReason"] not in OWN_ENDINGS and unexpected:
-        return AttentionKind.AGENT_EXITED
-    return None
+    return AttentionKind.AGENT_EXITED if ended_unexpectedly(agent) else None
 
 
 def question_of(agent: Agent) -> str:

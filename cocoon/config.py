@@ -484,8 +484,8 @@ def _remove_path(overrides: dict[str, Any], parts: list[str]) -> None:
 def _is_known_path(parts: list[str]) -> bool:
     if parts[0] in {"providers", "secrets"}:
         return len(parts) <= 2
-    if parts[:2] == ["notifications", "channels"]:
-        return len(parts) <= 3
+    if parts[:2] == ["notifications", "channels"]:  # a channel, or one of its rules (its quietHours)
+        return len(parts) <= 3 or (len(parts) == 4 and parts[3] in CHANNEL["properties"])
     node: Any = DEFAULTS
     for part in parts:
         if not isinstance(node, dict) or part not in node:

@@ -52,7 +52,7 @@ def http_receiver(status: int = 200) -> Iterator[HttpReceiver]:
     receiver = HttpReceiver(status=status)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             receiver.requests.append(Request(self.path, dict(self.headers.items()), body, time.monotonic()))
             self.send_response(receiver.status)
@@ -75,7 +75,7 @@ def http_receiver(status: int = 200) -> Iterator[HttpReceiver]:
 
 
 def verify_signature(request: Request, secret: str, tolerance_s: float = 300) -> dict[str, Any]:
-    """What a receiver of cocoon's signed webhook does (docs/notifications.md): the body, or AssertionError."""
+    """What a receiver of cocoon's signed webhook does (docs/notifications.md): the body, or raises."""
     parts = dict(part.split("=", 1) for part in request.headers["X-Cocoon-Signature"].split(","))
     expected = hmac.new(secret.encode(), f"{parts['t']}.".encode() + request.body, hashlib.sha256).hexdigest()
     assert hmac.compare_digest(expected, parts["v1"]), "bad signature"

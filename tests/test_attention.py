@@ -19,7 +19,7 @@ from attention.models import Delivery, Item
 from cocoon import config, vault
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.choices import AttentionKind, TokenScope
-from cocoon.errors import Conflict, CocoonError, InvalidParams
+from cocoon.errors import CocoonError, Conflict, InvalidParams
 from cocoon.models import ActivityEntry
 from cocoon.registry import registry
 from sandboxes.models import Sandbox
@@ -79,14 +79,16 @@ def test_a_blocked_agent_is_an_item_with_its_question_and_the_item_closes_when_i
     )
     assert item.sandbox_id == agent.sandbox_id
     [listed] = call("attention.list", {})
-    assert listed["id"] == item.id and "waits for an answer" in listed["title"]
+    assert listed["id"] == item.id
+    assert "waits for an answer" in listed["title"]
     # The poller sees it blocked again: still one item.
     blocked(agent)
     assert len(items(agent_id=agent.id)) == 1
 
     set_status(agent, "working")
     item.refresh_from_db()
-    assert item.state == ItemState.CLOSED and item.closed_at is not None
+    assert item.state == ItemState.CLOSED
+    assert item.closed_at is not None
     assert call("attention.list", {}) == []
     assert [found["id"] for found in call("attention.list", {"state": "all"})] == [item.id]
 
@@ -111,10 +113,8 @@ def test_a_task_in_review_or_failed_is_an_item_until_it_is_approved_or_run_again
     task = Task.objects.create(title="fix the flaky test", prompt="p", workflow=[], status="review")
     publish_task_updated(task)
     [review] = items(task_id=task.id)
-    assert (
-        review.kind == AttentionKind.TASK_REVIEW
-        and "fix the flaky test" in feed.title_params(review)["title"]
-    )
+    assert review.kind == AttentionKind.TASK_REVIEW
+    assert "fix the flaky test" in feed.title_params(review)["title"]
     task.status = "done"
     publish_task_updated(task)
     review.refresh_from_db()
@@ -143,7 +143,9 @@ def test_a_schedule_that_could_not_start_a_run_is_an_item_until_it_starts_one():
 
 def test_the_setup_checklist_is_an_item_only_admins_see():
     item = feed.check_setup()  # no admin token exists in this database: the checklist is red
-    assert item is not None and item.kind == AttentionKind.SETUP and "adminToken" in item.params["checks"]
+    assert item is not None
+    assert item.kind == AttentionKind.SETUP
+    assert "adminToken" in item.params["checks"]
     assert [found["id"] for found in call("attention.list", {})] == [item.id]
     assert call("attention.list", {}, AGENT_ACTOR) == []
     with pytest.raises(CocoonError) as error:
@@ -155,13 +157,15 @@ def test_ack_and_snooze():
     agent = blocked(make_agent())
     [item] = items(agent_id=agent.id)
     snoozed = call("attention.snooze", {"itemId": item.id, "minutes": 30}, AGENT_ACTOR)
-    assert snoozed["snoozedUntil"] and call("attention.list", {}) == []
+    assert snoozed["snoozedUntil"]
+    assert call("attention.list", {}) == []
     Item.objects.filter(pk=item.id).update(snoozed_until=timezone.now() - timedelta(seconds=1))
     assert [found["id"] for found in call("attention.list", {})] == [item.id]  # its time has come
 
     acked = call("attention.ack", {"itemId": item.id}, AGENT_ACTOR)
     assert (acked["state"], acked["ackedBy"]) == ("acked", "steering agent (t)")
-    assert call("attention.list", {}) == [] and len(call("attention.list", {"state": "acked"})) == 1
+    assert call("attention.list", {}) == []
+    assert len(call("attention.list", {"state": "acked"})) == 1
     assert ActivityEntry.objects.filter(key="attention.acked").exists()
     with pytest.raises(Conflict):
         call("attention.snooze", {"itemId": item.id, "minutes": 5})
@@ -176,8 +180,10 @@ def test_ack_and_snooze():
 def test_a_channel_url_goes_to_the_vault_and_is_never_returned():
     document = add_channel("ops", type="apprise", url="ntfy://alice:s3cret-pass@127.0.0.1:1/cocoon")
     channel = document["notifications"]["channels"]["ops"]
-    assert "url" not in channel and "s3cret-pass" not in str(document)
-    assert channel["urlPreview"].startswith("ntfy://alice:") and "127.0.0.1" in channel["urlPreview"]
+    assert "url" not in channel
+    assert "s3cret-pass" not in str(document)
+    assert channel["urlPreview"].startswith("ntfy://alice:")
+    assert "127.0.0.1" in channel["urlPreview"]
     assert vault.read_secret("NOTIFY_OPS_URL") == "ntfy://alice:s3cret-pass@127.0.0.1:1/cocoon"
     assert "s3cret-pass" not in str(call("settings.get", {}))
     # A change of its rules keeps the URL.
@@ -224,7 +230,8 @@ def test_a_bad_channel_is_refused_at_save_with_a_field_error_and_nothing_is_kept
     fields = error.value.render()["details"]["fields"]
     assert [(field["path"], field["code"]) for field in fields] == [(path, code)]
     assert "bad" not in config.get_settings()["notifications"]["channels"]
-    assert vault.read_secret("NOTIFY_BAD_URL") is None and vault.read_secret("NOTIFY_BAD_SECRET") is None
+    assert vault.read_secret("NOTIFY_BAD_URL") is None
+    assert vault.read_secret("NOTIFY_BAD_SECRET") is None
 
 
 # -- deliveries ----------------------------------------------------------------------------------------
@@ -251,8 +258,10 @@ def test_an_item_reaches_email_a_signed_webhook_and_a_chat_webhook_and_a_dead_ch
         assert deliver_all() == {"mail": "sent", "hook": "sent", "chat": "sent", "dead": "scheduled"}
 
         body = verify_signature(hooks.requests[0], secret)
-        assert body["type"] == "attention.item" and body["item"]["id"] == item.id
-        assert body["item"]["detail"] == QUESTION.strip() and body["link"].startswith("http://127.0.0.1:")
+        assert body["type"] == "attention.item"
+        assert body["item"]["id"] == item.id
+        assert body["item"]["detail"] == QUESTION.strip()
+        assert body["link"].startswith("http://127.0.0.1:")
         assert links.resolve(body["link"].rsplit("/a/", 1)[1]) == item
         tampered = hooks.requests[0]
         tampered.body = tampered.body.replace(b"build-box", b"evil-box")
@@ -260,13 +269,16 @@ def test_an_item_reaches_email_a_signed_webhook_and_a_chat_webhook_and_a_dead_ch
             verify_signature(tampered, secret)
 
         [mail] = smtp.messages
-        assert "waits for an answer" in mail["Subject"] and body["link"] in text_of(mail)
-        assert chat.requests[0].path == "/" and chat.requests[0].json()["topic"] == "agents"
+        assert "waits for an answer" in mail["Subject"]
+        assert body["link"] in text_of(mail)
+        assert chat.requests[0].path == "/"
+        assert chat.requests[0].json()["topic"] == "agents"
         assert QUESTION.strip() in chat.requests[0].json()["message"]
 
     dead = Delivery.objects.get(channel="dead")
     assert (dead.state, dead.attempts) == (DeliveryState.SCHEDULED, 1)
-    assert "error" in dead.error.lower() and dead.due_at > timezone.now()
+    assert "error" in dead.error.lower()
+    assert dead.due_at > timezone.now()
     log = call("notifications.deliveries", {"itemId": item.id})
     assert {entry["channel"]: entry["state"] for entry in log} == {
         "mail": "sent",
@@ -303,7 +315,8 @@ def test_a_channel_delay_lets_a_short_block_pass_and_quiet_hours_hold_a_message_
         waiting = Delivery.objects.get(state=DeliveryState.SCHEDULED)
         assert notify.deliver(waiting.id) == DeliveryState.SCHEDULED
         waiting.refresh_from_db()
-        assert waiting.due_at > now + timedelta(minutes=50) and waiting.attempts == 0
+        assert waiting.due_at > now + timedelta(minutes=50)
+        assert waiting.attempts == 0
         assert hooks.requests == []
 
 
@@ -348,7 +361,8 @@ def test_an_answer_link_opens_only_its_own_item_and_refuses_forged_expired_and_u
     url = links.make(item)
     path = url.removeprefix(links.base_url())
     page = Client().get(path)
-    assert page.status_code == 200 and QUESTION.strip() in page.content.decode()
+    assert page.status_code == 200
+    assert QUESTION.strip() in page.content.decode()
     assert "y Enter" in page.content.decode()  # the shell profile's answers
 
     token = path.rsplit("/", 1)[1]
@@ -361,7 +375,8 @@ def test_an_answer_link_opens_only_its_own_item_and_refuses_forged_expired_and_u
     with links.use(item):  # what an answer does
         pass
     used = Client().get(path)
-    assert used.status_code == 403 and "used already" in used.content.decode()
+    assert used.status_code == 403
+    assert "used already" in used.content.decode()
 
     config.update_settings({"notifications": {"linkMinutes": 5}}, actor=SYSTEM_ACTOR)
     fresh = links.make(item).rsplit("/", 1)[1]
@@ -377,13 +392,13 @@ def test_a_failed_answer_gives_the_link_back_and_a_second_answer_through_the_sam
     path = links.make(item).removeprefix(links.base_url())
     client = Client(enforce_csrf_checks=False)
     failed = client.post(path, {"answer": "0"})
-    assert failed.status_code == 200 and 'role="alert"' in failed.content.decode()
+    assert failed.status_code == 200
+    assert 'role="alert"' in failed.content.decode()
     assert Client().get(path).status_code == 200  # still works
 
     same = Item.objects.get(pk=item.pk)  # two answers at once: both opened the page first
-    with links.use(item), pytest.raises(links.LinkInvalid):
-        with links.use(same):
-            pass
+    with links.use(item), pytest.raises(links.LinkInvalid), links.use(same):
+        pass
     assert Client().get(path).status_code == 403
 
 
@@ -395,7 +410,8 @@ def test_what_a_sandbox_prints_reaches_a_mail_as_plain_text():
         add_channel("mail", type="apprise", url=smtp.url())
         agent = set_status(make_agent(), "blocked", last_screen=hostile, screen_question=r"\[y/n\]")
         [item] = items(agent_id=agent.id)
-        assert "\x1b" not in item.detail and "\x07" not in item.detail
+        assert "\x1b" not in item.detail
+        assert "\x07" not in item.detail
         assert deliver_all() == {"mail": "sent"}
         [mail] = smtp.messages
     html = mail.get_body(preferencelist=("html",))

@@ -266,6 +266,7 @@ def test_profiles_are_created_and_edited_through_the_profile_methods():
         "hooks": "on",
         "blockedPatterns": "Allow\\?\r\n",
         "resumeCommand": "aider\r\n--restore-chat-history\r\n",
+        "answers": "y Enter\r\nEscape\r\n",
     }
     assert client.post("/settings/profiles", form).status_code == 302
     assert profile_named("aider") == {
@@ -280,11 +281,13 @@ def test_profiles_are_created_and_edited_through_the_profile_methods():
         "defaultModel": "",
         "resumeCommand": ["aider", "--restore-chat-history"],
         "resumeSessionCommand": [],  # the form has no field for it (profile.update sets it)
+        "answers": [["y", "Enter"], ["Escape"]],
         "builtin": False,
     }
     page = client.get("/settings/profiles?edit=aider").content.decode()
     assert "aider\n--yes\n</textarea>" in page
     assert "aider\n--restore-chat-history\n</textarea>" in page
+    assert "y Enter\nEscape\n</textarea>" in page
     client.post("/settings/profiles", dict(form, command="aider"))
     assert profile_named("aider")["command"] == ["aider"]
     assert "aider" in client.get("/agents/").content.decode()  # offered by the spawn form

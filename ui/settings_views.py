@@ -1,4 +1,5 @@
-"""Settings pages (admin only): general settings, providers, secrets, tokens, profiles, egress."""
+"""Settings pages (admin only): general settings, providers, notifications, secrets, tokens, profiles,
+egress."""
 
 from dataclasses import dataclass
 from typing import Any
@@ -9,13 +10,14 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from agents.choices import PromptMode
-from cocoon.choices import NetworkMode, ProviderKind
+from cocoon.choices import AttentionKind, ChannelType, NetworkMode, ProviderKind
 from cocoon.config import PROVIDER_AUTH
 from cocoon.errors import CocoonError
 from cocoon.i18n import LANGUAGES
 from egress.providers import save_provider
 from ui import web
-from ui.web import actor_of, call, done, page, show
+from ui.task_views import form_errors
+from ui.web import actor_of, call, done, form_number, page, show
 
 
 @dataclass(frozen=True)
@@ -163,12 +165,17 @@ def provider_save(request: HttpRequest) -> HttpResponse:
     return done(request, reverse("ui:providers"), _("Provider %(name)s saved.") % {"name": name})
 
 
+def _remove(request: HttpRequest, group: str, page_name: str, message: Any) -> HttpResponse:
+    """Remove the named entry of a settings group (a provider, a channel): reset its path."""
+    name = request.POST.get("name", "")
+    call(request, "settings.reset", keys=[f"{group}.{name}"])
+    return done(request, reverse(page_name), message % {"name": name})
+
+
 @page(admin=True)
 @require_POST
 def provider_delete(request: HttpRequest) -> HttpResponse:
-    name = request.POST.get("name", "")
-    call(request, "settings.reset", keys=[f"providers.{name}"])
-    return done(request, reverse("ui:providers"), _("Provider %(name)s removed.") % {"name": name})
+    return _remove(request, "providers", "ui:providers", _("Provider %(name)s removed."))
 
 
 @page(admin=True)
@@ -234,7 +241,10 @@ def _profile_from(form: Any) -> dict[str, Any]:
         "blockedPatterns": _lines(form.get("blockedPatterns", "")),
         "defaultModel": form.get("defaultModel", "").strip(),
         "resumeCommand": _lines(form.get("resumeCommand", "")),
+        "answers": [line.split() for line in _lines(form.get("answers", ""))],
     }
+    if not fields["answers"]:  # none given: the profile keeps its own (a new one gets the defaults)
+        del fields["answers"]
     return {key: value for key, value in fields.items() if value != "" or key == "workingPattern"}
 
 
@@ -267,3 +277,79 @@ def _change_profile(request: HttpRequest) -> HttpResponse:
         call(request, "profile.update" if exists else "profile.create", **_profile_from(request.POST))
         message = _("Profile %(name)s saved.")
     return done(request, reverse("ui:profiles"), message % {"name": name})
+
+
+# -- notifications -----------------------------------------------------------------------------------
+
+CHANNEL_SECRETS = ("url", "secret")  # write-only: an empty field keeps the stored one
+
+
+def _channel_from(form: Any) -> dict[str, Any]:
+    """A settings.update channel from the form."""
+    channel: dict[str, Any] = {
+        "type": form.get("type", ""),
+        "enabled": form.get("enabled") == "on",
+        "kinds": form.getlist("kinds"),
+        "sandboxes": _lines(form.get("sandboxes", "").replace(",", "\n")),
+    }
+    channel |= {key: form[key].strip() for key in CHANNEL_SECRETS if form.get(key, "").strip()}
+    if delay := form.get("delayS", "").strip():
+        channel["delayS"] = form_number(delay)
+    quiet = {key: form.get(f"quiet-{key}", "").strip() for key in ("from", "to", "timezone")}
+    if any(quiet.values()):
+        channel["quietHours"] = quiet
+    return channel
+
+
+@page(admin=True)
+def notifications(request: HttpRequest) -> HttpResponse:
+    """The channels, a form to add or edit one (POST saves it; field errors next to the fields) and the
+    last deliveries."""
+    channels = call(request, "settings.get")["notifications"]["channels"]
+    name = (request.POST.get("name") or request.GET.get("edit") or "").strip()
+    current, errors = channels.get(name, {}), None
+    if request.method == "POST":
+        channel = _channel_from(request.POST)
+        try:
+            call(request, "settings.update", notifications={"channels": {name: channel}})
+            if "quietHours" in current and "quietHours" not in channel:  # emptied: none any more
+                call(request, "settings.reset", keys=[f"notifications.channels.{name}.quietHours"])
+            return done(request, request.path, _("Channel %(name)s saved.") % {"name": name})
+        except CocoonError as error:
+            errors = form_errors(error, prefix=f"notifications.channels.{name}.")
+        # Shown again as typed, but for what is write-only.
+        current = current | {key: value for key, value in channel.items() if key not in CHANNEL_SECRETS}
+    fields = (errors or {}).get("fields", {})
+    context = {
+        "section": "notifications",
+        "channels": sorted(channels.items()),
+        "name": name,
+        "editing": name in channels,
+        "current": current,
+        "errors": errors,
+        # By the form's field: quietHours.timezone is the quiet hours' error.
+        "field_errors": {path.split(".")[0]: message for path, message in reversed(fields.items())},
+        "types": ChannelType.values,
+        "kinds": AttentionKind.values,
+        "deliveries": call(request, "notifications.deliveries", limit=50),
+    }
+    return show(request, "ui/settings/notifications.html", context, status=400 if errors else 200)
+
+
+@page(admin=True)
+@require_POST
+def notification_delete(request: HttpRequest) -> HttpResponse:
+    return _remove(request, "notifications.channels", "ui:notifications", _("Channel %(name)s removed."))
+
+
+@page(admin=True)
+@require_POST
+def notification_test(request: HttpRequest) -> HttpResponse:
+    """notifications.test: send a test message to a saved channel now."""
+    result = call(request, "notifications.test", channel=request.POST.get("channel", ""))
+    message = (
+        _("A test message went to %(channel)s.")
+        if result["sent"]
+        else _("The test message to %(channel)s failed: %(error)s")
+    )
+    return done(request, reverse("ui:notifications"), message % result, **result)

@@ -11,6 +11,7 @@ urlpatterns = [
     path("login", views.login, name="login"),
     path("logout", views.logout, name="logout"),
     path("setup/fix", views.setup_fix, name="setup_fix"),
+    path("attention/<str:item_id>/do/<str:action>", views.attention_action, name="attention_action"),
     # A notification's answer page: the signed token is the only credential (attention.links).
     path("a/<str:token>", answer_views.answer, name="answer"),
     path("sandboxes/", views.sandboxes, name="sandboxes"),
@@ -46,6 +47,9 @@ urlpatterns = [
     path("settings/providers/save", settings_views.provider_save, name="provider_save"),
     path("settings/providers/delete", settings_views.provider_delete, name="provider_delete"),
     path("settings/providers/test", settings_views.provider_test, name="provider_test"),
+    path("settings/notifications", settings_views.notifications, name="notifications"),
+    path("settings/notifications/delete", settings_views.notification_delete, name="notification_delete"),
+    path("settings/notifications/test", settings_views.notification_test, name="notification_test"),
     path("settings/secrets", settings_views.secrets, name="secrets"),
     path("settings/tokens", settings_views.tokens, name="tokens"),
     path("settings/profiles", settings_views.profiles, name="profiles"),

@@ -45,9 +45,22 @@ function setField(root, name, value) {
   const element = root.querySelector(`[data-field="${name}"]`);
   if (!element) return;
   element.textContent = value;
+  if (name !== "state" && name !== "status") return;
   element.className = element.className.replace(/\b(state|status)-\S+/g, "").trim();
-  element.classList.add(`${name === "state" ? "state" : "status"}-${value}`);
+  element.classList.add(`${name}-${value}`);
 }
+
+// "3 min": how long ago a <time data-since> was, in the page's language; kept current while it is open.
+const AGE_UNITS = [["day", 86400], ["hour", 3600], ["minute", 60], ["second", 1]];
+function showAge(element) {
+  const seconds = Math.max(0, (Date.now() - Date.parse(element.dateTime)) / 1000);
+  const [unit, size] = AGE_UNITS.find(([, length]) => seconds >= length) ?? AGE_UNITS.at(-1);
+  const format = new Intl.NumberFormat(document.body.dataset.language, { style: "unit", unit, unitDisplay: "short" });
+  element.textContent = format.format(Math.floor(seconds / size));
+}
+const showAges = () => document.querySelectorAll("time[data-since]").forEach(showAge);
+showAges();
+setInterval(showAges, 10_000);
 
 function changed() {
   const notice = document.getElementById("live-notice");
@@ -89,13 +102,18 @@ const handlers = {
     const agent = event.data;
     const cards = document.querySelectorAll(`[data-agent="${agent.id}"]`);
     cards.forEach((card) => {
-      setField(card, "status", agent.status);
-      setField(card, "statusSource", agent.statusSource);
+      for (const name of ["status", "statusSource", "rule", "screenTail"]) setField(card, name, agent[name]);
+      const since = card.querySelector("time[data-since]");
+      if (since) {
+        since.dateTime = agent.statusSince;
+        showAge(since);
+      }
       if (card.classList.contains("card")) {
         card.className = card.className.replace(/\bstatus-\S+/g, "").trim() + ` status-${agent.status}`;
       }
     });
-    const list = document.querySelector("[data-live-list=agents]");
+    // A paged wall shows some agents only: one of another page is no news.
+    const list = document.querySelector("[data-live-list=agents]:not([data-partial])");
     const listed = list && (!list.dataset.filterSandbox || list.dataset.filterSandbox === agent.sandboxId);
     if (!cards.length && listed) changed();
     const wasBlocked = blocked.has(agent.id);
@@ -104,6 +122,18 @@ const handlers = {
       new Notification(strings.blocked, { body: `${agent.id} (${agent.profile})`, tag: agent.id });
     }
     showBlocked();
+  },
+  "attention.updated"(event) {
+    const list = document.querySelector("[data-live-list=attention]");
+    if (!list) return;
+    const item = event.data;
+    const row = list.querySelector(`[data-item="${item.id}"]`);
+    const snoozed = item.snoozedUntil && Date.parse(item.snoozedUntil) > Date.now();
+    // Only the detail is updated in place: the event's title is in English, the page's in its language.
+    if (item.state !== "open" || snoozed) row?.remove();
+    else if (row) setField(row, "detail", item.detail);
+    else changed();
+    list.parentElement.querySelector("[data-empty]").hidden = list.children.length > 0;
   },
   activity(event) {
     const list = document.querySelector("[data-live-list=activity]");

@@ -206,6 +206,9 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://localhost/"
+    # The in-memory queue is polled (kombu's default: once a second): a task sent for now (a
+    # notification, a watcher to open) waited up to 1 s for the embedded worker.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.05}
 CELERY_EMBEDDED = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

@@ -47,6 +47,7 @@ ERROR_MAX = 500
 # the in-memory broker): the tick sends it. One in "sending" this long died with its worker.
 LATE_S = 30
 STUCK_S = 300
+FAILING = "waits for the retry of the channel's last failed delivery"
 
 
 class SendError(Exception):
@@ -156,6 +157,10 @@ def deliver(delivery_id: str) -> str | None:
         _finish(delivery, DeliveryState.FAILED, "the channel was removed")
     elif (ends := quiet_until(channel, now)) is not None:
         _finish(delivery, DeliveryState.SCHEDULED, "quiet hours", due_at=ends)
+    elif (retry := _failing_until(delivery, now)) is not None:
+        # The channel failed a moment ago and is tried again then: this one waits for that try, so a
+        # dead channel holds one worker thread at a time, not one per item.
+        _finish(delivery, DeliveryState.SCHEDULED, FAILING, due_at=retry + timedelta(seconds=1))
     else:
         delivery.attempts += 1
         try:
@@ -178,6 +183,15 @@ def deliver(delivery_id: str) -> str | None:
         else:
             _finish(delivery, DeliveryState.SENT)
     return delivery.state
+
+
+def _failing_until(delivery: Delivery, now: datetime) -> datetime | None:
+    """When the channel's failed delivery is tried next, if one failed and waits for its retry."""
+    failed = Delivery.objects.filter(
+        channel=delivery.channel, state=DeliveryState.SCHEDULED, attempts__gt=0, due_at__gt=now
+    ).exclude(pk=delivery.pk)
+    retry: datetime | None = failed.order_by("-due_at").values_list("due_at", flat=True).first()
+    return retry
 
 
 def resend_lost() -> int:

@@ -428,3 +428,14 @@ def test_a_deleted_sandbox_closes_the_items_of_its_agents():
         events.publish("sandbox.deleted", {"id": agent.sandbox_id}, sandbox_id=agent.sandbox_id)
     item.refresh_from_db()
     assert item.state == ItemState.CLOSED
+
+
+def test_a_dead_channel_is_tried_once_per_retry_not_once_per_item():
+    add_channel("dead", type="apprise", url=f"json://127.0.0.1:{free_port()}/gone")
+    for name in ("a", "b", "c"):
+        blocked(make_agent(name))
+    assert set(deliver_all().values()) == {DeliveryState.SCHEDULED}
+    tried = Delivery.objects.filter(attempts=1)
+    waiting = Delivery.objects.filter(attempts=0, error=notify.FAILING)
+    assert (tried.count(), waiting.count()) == (1, 2)
+    assert all(delivery.due_at > tried.get().due_at for delivery in waiting)

@@ -89,10 +89,10 @@ PROFILE_BY_NAME = obj({"name": PROFILE_NAME}, required=("name",))
 TAIL_LINES, TAIL_LINE_MAX = 5, 200
 
 
-def screen_tail(screen: str) -> str:
-    """The bottom of a screen for an agent card: its last non-empty lines, bounded."""
-    lines = [line[:TAIL_LINE_MAX].rstrip() for line in screen.split("\n") if line.strip()]
-    return "\n".join(lines[-TAIL_LINES:])
+def screen_tail(screen: str, lines: int = TAIL_LINES) -> str:
+    """The bottom of a screen (an agent card's, an attention item's): its last non-empty lines, bounded."""
+    kept = [line[:TAIL_LINE_MAX].rstrip() for line in screen.split("\n") if line.strip()]
+    return "\n".join(kept[-lines:])
 
 
 def serialize_agent(agent: Agent) -> dict[str, Any]:

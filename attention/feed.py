@@ -7,17 +7,18 @@ publisher's transaction, so an item exists exactly when the state that caused it
 
 import logging
 import unicodedata
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import regex
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.choices import AgentStatus, ExitReason
 from agents.models import Agent
+from agents.schemas import screen_tail
 from attention import notify
 from attention.choices import ItemState
 from attention.models import Item
@@ -77,6 +78,7 @@ def open_item(kind: str, subject: str, *, params: dict[str, Any], detail: str = 
     """The live item of this cause with this title and detail: opened (and sent to the channels) if
     there is none, else brought up to date."""
     detail = printable(detail)
+    params = {name: printable(value) if isinstance(value, str) else value for name, value in params.items()}
     item = live(kind, subject)
     if item is not None:
         if (item.params, item.detail) != (params, detail):
@@ -85,9 +87,13 @@ def open_item(kind: str, subject: str, *, params: dict[str, Any], detail: str = 
             publish(item)
         return item
     visibility = Visibility.ADMIN if kind == AttentionKind.SETUP else Visibility.AGENT
-    item = Item.objects.create(
-        kind=kind, subject=subject, params=params, detail=detail, visibility=visibility, **where
-    )
+    try:
+        with transaction.atomic():
+            item = Item.objects.create(
+                kind=kind, subject=subject, params=params, detail=detail, visibility=visibility, **where
+            )
+    except IntegrityError:  # another process (the poller's worker, cocoond) opened it a moment ago
+        return open_item(kind, subject, params=params, detail=detail, **where)
     notify.schedule(item)
     publish(item)
     return item
@@ -127,16 +133,15 @@ def _agent_kind(agent: dict[str, Any]) -> str | None:
 def question_of(agent: Agent) -> str:
     """The question a blocked agent shows: the bottom line its profile's pattern matched, else the
     screen's last lines (a hook said it is blocked; the screen shows why)."""
-    lines = [line.rstrip() for line in agent.last_screen.split("\n") if line.strip()]
     if agent.screen_question:
         try:
             pattern = regex.compile(agent.screen_question, regex.VERSION0)
-            for line in reversed(lines[-10:]):
+            for line in reversed(screen_tail(agent.last_screen, 10).split("\n")):
                 if pattern.search(line, timeout=0.05):
                     return line.strip()
         except (regex.error, TimeoutError):
             pass
-    return "\n".join(lines[-QUESTION_LINES:])
+    return screen_tail(agent.last_screen, QUESTION_LINES)
 
 
 def _agent_detail(kind: str, agent: Agent) -> str:
@@ -144,12 +149,14 @@ def _agent_detail(kind: str, agent: Agent) -> str:
         return question_of(agent)
     if kind == AttentionKind.AGENT_EXITED:
         return f"{agent.exit_reason} (exit code {agent.exit_code})"
-    return "\n".join([line for line in agent.last_screen.split("\n") if line.strip()][-QUESTION_LINES:])
+    return screen_tail(agent.last_screen, QUESTION_LINES)
 
 
 @events.observe("agent.updated")
 def on_agent(event: Event) -> None:
     data = event["data"]
+    if data["status"] == AgentStatus.UNKNOWN:  # a moment the poller could not tell: nothing changes
+        return
     kind = _agent_kind(data)
     others = Item.objects.filter(subject=data["id"], kind__in=AGENT_KINDS).exclude(kind=kind)
     close_items(others)
@@ -176,8 +183,9 @@ def on_task(event: Event) -> None:
     task = event["data"]
     kind = TASK_KINDS.get(task["status"])
     close_items(Item.objects.filter(subject=task["id"], kind__in=TASK_KINDS.values()).exclude(kind=kind))
-    if task["scheduleId"] and task["status"] != TaskStatus.FAILED:  # the schedule starts runs again
-        close_items(Item.objects.filter(subject=task["scheduleId"], kind=AttentionKind.SCHEDULE_FAILED))
+    if task["scheduleId"]:  # a run made after the failure: the schedule starts runs again
+        failed = Item.objects.filter(subject=task["scheduleId"], kind=AttentionKind.SCHEDULE_FAILED)
+        close_items(failed.filter(opened_at__lt=datetime.fromisoformat(task["createdAt"])))
     if kind is None:
         return
     where = {
@@ -189,6 +197,11 @@ def on_task(event: Event) -> None:
     open_item(
         kind, task["id"], params={"task": task["id"], "title": task["title"]}, detail=str(detail), **where
     )
+
+
+@events.observe("schedule.deleted")
+def on_schedule_deleted(event: Event) -> None:
+    close_items(Item.objects.filter(subject=event["data"]["id"], kind=AttentionKind.SCHEDULE_FAILED))
 
 
 @events.observe("activity")

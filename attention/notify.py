@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -55,8 +56,8 @@ class SendError(Exception):
 
 
 def channels() -> dict[str, dict[str, Any]]:
-    channels: dict[str, dict[str, Any]] = config.get_settings()["notifications"]["channels"]
-    return channels
+    configured: dict[str, dict[str, Any]] = config.get_settings()["notifications"]["channels"]
+    return configured
 
 
 def hears(channel: dict[str, Any], item: Item, sandbox_name: str) -> bool:
@@ -66,7 +67,7 @@ def hears(channel: dict[str, Any], item: Item, sandbox_name: str) -> bool:
     if (kinds := channel.get("kinds")) and item.kind not in kinds:
         return False
     sandboxes = channel.get("sandboxes")
-    return not sandboxes or bool({item.sandbox_id, sandbox_name} & set(sandboxes) - {""})
+    return not sandboxes or bool(({item.sandbox_id, sandbox_name} - {""}) & set(sandboxes))
 
 
 def quiet_until(channel: dict[str, Any], now: datetime) -> datetime | None:
@@ -106,7 +107,8 @@ def schedule(item: Item, *, at: datetime | None = None) -> list[Delivery]:
         if hears(channel, item, name)
     ]
     for delivery in deliveries:
-        transaction.on_commit(partial(enqueue, delivery))
+        # robust: a broker that refuses must not cost the publisher's own on-commit work (its event)
+        transaction.on_commit(partial(enqueue, delivery), robust=True)
     return deliveries
 
 
@@ -155,9 +157,11 @@ def deliver(delivery_id: str) -> str | None:
         _finish(delivery, DeliveryState.SKIPPED, f"the item was {item.state} when it was due")
     elif channel is None:
         _finish(delivery, DeliveryState.FAILED, "the channel was removed")
+    elif not hears(channel, item, _sandbox_name(item)):
+        _finish(delivery, DeliveryState.SKIPPED, "the channel's rules changed: it no longer hears of it")
     elif (ends := quiet_until(channel, now)) is not None:
         _finish(delivery, DeliveryState.SCHEDULED, "quiet hours", due_at=ends)
-    elif (retry := _failing_until(delivery, now)) is not None:
+    elif not delivery.attempts and (retry := _failing_until(delivery, now)) is not None:
         # The channel failed a moment ago and is tried again then: this one waits for that try, so a
         # dead channel holds one worker thread at a time, not one per item.
         _finish(delivery, DeliveryState.SCHEDULED, FAILING, due_at=retry + timedelta(seconds=1))
@@ -165,20 +169,20 @@ def deliver(delivery_id: str) -> str | None:
         delivery.attempts += 1
         try:
             send(delivery.channel, channel, Message.of(item, delivery.id))
-        except SendError as error:
+        except Exception as error:  # whatever it was (a plugin's bug, a vault key changed): an attempt
+            why = str(error) if isinstance(error, SendError) else f"{type(error).__name__}: {error}"
             if delivery.attempts >= MAX_ATTEMPTS:
-                _finish(delivery, DeliveryState.FAILED, str(error))
+                _finish(delivery, DeliveryState.FAILED, why)
             else:
                 backoff = BACKOFF_S[min(delivery.attempts, len(BACKOFF_S)) - 1]
-                _finish(
-                    delivery, DeliveryState.SCHEDULED, str(error), due_at=now + timedelta(seconds=backoff)
-                )
+                _finish(delivery, DeliveryState.SCHEDULED, why, due_at=now + timedelta(seconds=backoff))
             logger.warning(
                 "notification %s to %s failed (attempt %s): %s",
                 delivery.id,
                 delivery.channel,
                 delivery.attempts,
-                error,
+                why,
+                exc_info=not isinstance(error, SendError),
             )
         else:
             _finish(delivery, DeliveryState.SENT)
@@ -275,16 +279,34 @@ def _send_webhook(name: str, url: str, message: Message) -> None:
         raise SendError(f"HTTP {response.status_code}")
 
 
+class _ThreadLog(logging.Handler):
+    """Apprise's warnings of this thread's send (its logger is shared by every worker thread)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.thread = threading.get_ident()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread:
+            self.lines.append(record.getMessage().strip())
+
+
 def _send_apprise(url: str, message: Message) -> None:
-    notifier = apprise.Apprise()
-    if not notifier.add(url):
+    # The plugin itself, not an Apprise object: that one sends from a pool of its own, and this
+    # thread's log would not tell why it failed.
+    plugin = apprise.Apprise.instantiate(url)
+    if plugin is None:
         raise SendError("Apprise does not know this URL")
-    with apprise.LogCapture(level=logging.WARNING) as log:  # type: ignore[no-untyped-call]
+    log, apprise_logger = _ThreadLog(), logging.getLogger("apprise")
+    apprise_logger.addHandler(log)
+    try:
         # Plain text: what a sandbox's screen shows is never read as HTML or Markdown.
-        ok = notifier.notify(title=message.title, body=message.body, body_format=apprise.NotifyFormat.TEXT)
+        ok = plugin.notify(body=message.body, title=message.title, body_format=apprise.NotifyFormat.TEXT)
+    finally:
+        apprise_logger.removeHandler(log)
     if not ok:
-        lines = [line.strip() for line in log.getvalue().splitlines() if line.strip()]
-        raise SendError(lines[-1] if lines else "the service did not take the message")
+        raise SendError(log.lines[-1] if log.lines else "the service did not take the message")
 
 
 def test(name: str) -> tuple[bool, str, float]:

@@ -145,9 +145,7 @@ CLOCK = string(pattern="^([01][0-9]|2[0-3]):[0-5][0-9]$")
 CHANNEL = obj(
     {
         "type": enum(*ChannelType.values),
-        # Write-only: moved to the vault on write. urlPreview (set by cocoon) shows it without secrets.
-        "url": string(minLength=1, maxLength=4000),
-        "secret": string(minLength=16, maxLength=200),
+        # Set by cocoon when the URL (and a webhook's secret) went to the vault: the URL without secrets.
         "urlPreview": string(maxLength=4000),
         "secretSet": BOOLEAN,
         "enabled": BOOLEAN,
@@ -259,6 +257,15 @@ SETTINGS_SCHEMA: Schema = obj(
 
 
 PATCH_SCHEMA = without_required(SETTINGS_SCHEMA)
+# A channel's URL and secret are write-only: a patch may carry them (they go to the vault), the
+# document never does; what cocoon sets about them (urlPreview, secretSet) no patch may.
+CHANNEL_SECRETS = ("url", "secret")
+_patch_channel = PATCH_SCHEMA["properties"]["notifications"]["properties"]["channels"]["additionalProperties"]
+_patch_channel["properties"] = {
+    name: value
+    for name, value in _patch_channel["properties"].items()
+    if name not in ("urlPreview", "secretSet")
+} | {"url": string(minLength=1, maxLength=4000), "secret": string(minLength=16, maxLength=200)}
 _document_validator = compile_schema(SETTINGS_SCHEMA)
 _patch_validator = compile_schema(PATCH_SCHEMA)
 
@@ -394,20 +401,27 @@ def url_preview(channel_type: str, url: str) -> str | None:
         parts = urlsplit(url)
         return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{'/…' if parts.path.strip('/') else ''}"
     plugin = apprise.Apprise.instantiate(url)
-    return None if plugin is None else str(plugin.url(privacy=True))
+    if plugin is None:
+        return None
+    # Apprise masks passwords and tokens; a path (an ntfy topic) or a query (a JSON channel's headers)
+    # may be the secret too: shown as "…".
+    parts = urlsplit(str(plugin.url(privacy=True)))
+    return f"{parts.scheme}://{parts.netloc}{'/…' if parts.path.strip('/') else ''}"
 
 
-def _take_channel_secrets(patch: dict[str, Any]) -> dict[str, str]:
+def take_channel_secrets(patch: dict[str, Any], stored: dict[str, Any]) -> dict[str, str]:
     """Move channels' URLs and secrets out of a patch (into the vault, by the caller): their vault
-    names and values. What readers see instead is urlPreview and secretSet, which only cocoon sets."""
+    names and values. What readers see instead is urlPreview and secretSet, which only cocoon sets.
+    stored: the channels saved so far."""
     channels = patch.get("notifications", {}).get("channels", {})
-    stored = get_settings()["notifications"]["channels"]
     secrets: dict[str, str] = {}
     fields = []
     for name, channel in channels.items():
-        channel.pop("urlPreview", None)
-        channel.pop("secretSet", None)
-        channel_type = channel.get("type") or stored.get(name, {}).get("type", ChannelType.APPRISE)
+        before = stored.get(name, {})
+        channel_type = channel.get("type") or before.get("type", ChannelType.APPRISE)
+        if before and channel_type != before["type"] and "url" not in channel:  # its URL was never checked
+            message = _("A channel of another type needs its URL again.")
+            fields.append(field(f"notifications.channels.{name}.url", message, "required"))
         if "url" in channel:
             url = channel.pop("url")
             preview = url_preview(channel_type, url)
@@ -463,13 +477,23 @@ def _save(overrides: dict[str, Any], key: str, paths: list[str], actor: Actor) -
 @transaction.atomic
 def update_settings(patch: dict[str, Any], *, actor: Actor) -> dict[str, Any]:
     """Deep-merge a partial document into the settings; returns the whole validated document."""
-    validate(_patch_validator, patch)
+    validate_patch(patch)
     patch = copy.deepcopy(patch)
-    secrets = _take_channel_secrets(patch)
-    paths = leaf_paths(patch) + sorted(secrets)
-    for name, value in secrets.items():  # rolled back with the rest if the document is refused
+    secrets = take_channel_secrets(patch, get_settings()["notifications"]["channels"])
+    save_channel_secrets(secrets, actor)
+    return _save(
+        deep_merge(_row().overrides, patch), "settings.updated", leaf_paths(patch) + sorted(secrets), actor
+    )
+
+
+def validate_patch(patch: dict[str, Any]) -> None:
+    validate(_patch_validator, patch)
+
+
+def save_channel_secrets(secrets: dict[str, str], actor: Actor) -> None:
+    """Into the vault; in the caller's transaction, so they are rolled back if the document is refused."""
+    for name, value in secrets.items():
         vault.set_secret(name, value, actor=actor)
-    return _save(deep_merge(_row().overrides, patch), "settings.updated", paths, actor)
 
 
 def _remove_path(overrides: dict[str, Any], parts: list[str]) -> None:
@@ -485,7 +509,8 @@ def _is_known_path(parts: list[str]) -> bool:
     if parts[0] in {"providers", "secrets"}:
         return len(parts) <= 2
     if parts[:2] == ["notifications", "channels"]:  # a channel, or one of its rules (its quietHours)
-        return len(parts) <= 3 or (len(parts) == 4 and parts[3] in CHANNEL["properties"])
+        rules = CHANNEL["properties"].keys() - {"type", "urlPreview", "secretSet"}
+        return len(parts) <= 3 or (len(parts) == 4 and parts[3] in rules)
     node: Any = DEFAULTS
     for part in parts:
         if not isinstance(node, dict) or part not in node:

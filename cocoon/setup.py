@@ -98,6 +98,9 @@ def first_run(config_path: Path | None = None) -> bool:
         return False
     initial = config.load_config_file(config_path) if config_path else {}
     with transaction.atomic():
+        config.validate_patch(initial)
+        secrets = config.take_channel_secrets(initial, {})  # channel URLs go to the vault here too
+        config.save_channel_secrets(secrets, SYSTEM_ACTOR)
         document = config.deep_merge(config.DEFAULTS, initial)
         config.validate_document(document)
         SettingsDocument.objects.create(pk=1, overrides=initial)

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents import services as agent_services
 from agents.models import Agent
-from attention import feed, links, notify
+from attention import answers, feed, links, notify
 from attention.choices import DeliveryState, ItemState
 from attention.models import Delivery, Item
 from cocoon import config, vault
@@ -390,11 +390,15 @@ def test_a_failed_answer_gives_the_link_back_and_a_second_answer_through_the_sam
     agent = blocked(make_agent())  # its sandbox row has no container: sending the keys fails
     [item] = items(agent_id=agent.id)
     path = links.make(item).removeprefix(links.base_url())
-    client = Client(enforce_csrf_checks=False)
-    failed = client.post(path, {"answer": "0"})
+    seen = answers.question(item).fingerprint
+    failed = Client().post(path, {"answer": "0", "seen": seen})
     assert failed.status_code == 200
-    assert 'role="alert"' in failed.content.decode()
+    assert "not running" in failed.content.decode()  # the sandbox's own error, shown
     assert Client().get(path).status_code == 200  # still works
+    for bad in ("9", "²", "-1"):  # none of the answers shown, and no reply: nothing is used
+        refused = Client().post(path, {"answer": bad, "seen": seen}).content.decode()
+        assert 'role="alert"' in refused
+    assert Client().get(path).status_code == 200
 
     same = Item.objects.get(pk=item.pk)  # two answers at once: both opened the page first
     with links.use(item), pytest.raises(links.LinkInvalid), links.use(same):
@@ -439,3 +443,68 @@ def test_a_dead_channel_is_tried_once_per_retry_not_once_per_item():
     waiting = Delivery.objects.filter(attempts=0, error=notify.FAILING)
     assert (tried.count(), waiting.count()) == (1, 2)
     assert all(delivery.due_at > tried.get().due_at for delivery in waiting)
+
+
+def test_an_answer_to_a_question_that_changed_since_the_page_was_opened_is_refused():
+    agent = blocked(make_agent())
+    [item] = items(agent_id=agent.id)
+    path = links.make(item).removeprefix(links.base_url())
+    seen = answers.question(item).fingerprint
+    set_status(agent, "blocked", last_screen="rm -rf /workspace? [y/n] ")  # a new question, same item
+    page = Client().post(path, {"answer": "0", "seen": seen}).content.decode()
+    assert "question has changed" in page
+    assert "rm -rf /workspace? [y/n]" in page
+    assert Client().get(path).status_code == 200  # the link was not used
+
+
+def test_a_delivery_that_fails_in_an_unexpected_way_counts_as_an_attempt_and_the_next_waits_for_its_retries():
+    add_channel("hook", type="webhook", url="http://127.0.0.1:1/", secret="s" * 32)
+    # Changed behind the settings' back (secrets.set): httpx refuses it with InvalidURL, no HTTPError.
+    vault.set_secret("NOTIFY_HOOK_URL", "http://[::1/", actor=SYSTEM_ACTOR)
+    blocked(make_agent("a"))
+    blocked(make_agent("b"))
+    assert set(deliver_all().values()) == {DeliveryState.SCHEDULED}
+    tried = Delivery.objects.get(attempts=1)
+    assert "InvalidURL" in tried.error
+    for _round in range(notify.MAX_ATTEMPTS):  # the tried one is tried when due, up to the last attempt
+        Delivery.objects.update(due_at=timezone.now())
+        deliver_all()
+    tried.refresh_from_db()
+    assert (tried.state, tried.attempts) == (DeliveryState.FAILED, notify.MAX_ATTEMPTS)
+    # ... then the other one is no longer held up by it.
+    assert Delivery.objects.exclude(pk=tried.pk).get().attempts >= 1
+    assert not Delivery.objects.filter(state=DeliveryState.SENDING).exists()
+
+
+def test_a_channel_that_changes_its_type_needs_its_url_again():
+    add_channel("ops", type="apprise", url="json://127.0.0.1:1/")
+    with pytest.raises(InvalidParams) as error:
+        add_channel("ops", type="webhook", secret="s" * 32)
+    fields = error.value.render()["details"]["fields"]
+    assert [(field["path"], field["code"]) for field in fields] == [
+        ("notifications.channels.ops.url", "required")
+    ]
+    assert vault.read_secret("NOTIFY_OPS_SECRET") is None  # nothing of the refused update is kept
+
+
+def test_a_config_file_puts_channel_urls_in_the_vault_and_cannot_set_what_only_cocoon_sets(tmp_path):
+    from cocoon import setup
+    from cocoon.models import SettingsDocument
+
+    SettingsDocument.objects.all().delete()
+    forged = tmp_path / "forged.yaml"
+    forged.write_text("notifications: {channels: {ops: {type: apprise, urlPreview: 'json://x'}}}\n")
+    with pytest.raises(InvalidParams):
+        setup.first_run(forged)
+    assert setup.is_first_run()
+    config_file = tmp_path / "cocoon.yaml"
+    config_file.write_text(
+        "notifications: {channels: {ops: {type: apprise, url: 'ntfy://u:pw@127.0.0.1:1/t'}}}\n"
+    )
+    assert setup.first_run(config_file)
+    assert vault.read_secret("NOTIFY_OPS_URL") == "ntfy://u:pw@127.0.0.1:1/t"
+    assert "pw@" not in str(SettingsDocument.objects.get().overrides)
+    assert (
+        config.get_settings()["notifications"]["channels"]["ops"]["urlPreview"]
+        == "ntfy://u:****@127.0.0.1:1/…"
+    )

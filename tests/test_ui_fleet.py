@@ -164,10 +164,12 @@ def test_a_channel_is_saved_with_its_url_in_the_vault_and_the_page_shows_only_it
     channel = config.get_settings()["notifications"]["channels"]["ops"]
     assert (channel["kinds"], channel["enabled"]) == (["agent_done"], False)
     assert vault.read_secret("NOTIFY_OPS_URL") == URL
-    # Emptied quiet hours are none any more.
-    quiet = {"quiet-from": "", "quiet-to": "", "quiet-timezone": ""}
+    # Emptied quiet hours and delay are none any more.
+    quiet = {"quiet-from": "", "quiet-to": "", "quiet-timezone": "", "delayS": ""}
     assert client.post("/settings/notifications", CHANNEL_FORM | quiet).status_code == 302
-    assert "quietHours" not in config.get_settings()["notifications"]["channels"]["ops"]
+    channel = config.get_settings()["notifications"]["channels"]["ops"]
+    assert "quietHours" not in channel
+    assert "delayS" not in channel
 
 
 def test_a_bad_channel_url_comes_back_as_an_error_next_to_its_field_and_nothing_is_saved():

@@ -312,8 +312,13 @@ def notifications(request: HttpRequest) -> HttpResponse:
         channel = _channel_from(request.POST)
         try:
             call(request, "settings.update", notifications={"channels": {name: channel}})
-            if "quietHours" in current and "quietHours" not in channel:  # emptied: none any more
-                call(request, "settings.reset", keys=[f"notifications.channels.{name}.quietHours"])
+            emptied = [rule for rule in ("quietHours", "delayS") if rule in current and rule not in channel]
+            if emptied:  # none any more (an update merges: what it leaves out stays)
+                call(
+                    request,
+                    "settings.reset",
+                    keys=[f"notifications.channels.{name}.{rule}" for rule in emptied],
+                )
             return done(request, request.path, _("Channel %(name)s saved.") % {"name": name})
         except CocoonError as error:
             errors = form_errors(error, prefix=f"notifications.channels.{name}.")

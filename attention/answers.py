@@ -1,0 +1,77 @@
+"""Answering an item's agent from a notification's link: the answers its profile offers, or a reply.
+
+The link is the only credential: whoever holds it answers this item's agent and no other, once, and only
+the question they were shown (a question that changed since is shown again first).
+"""
+
+import hashlib
+from dataclasses import dataclass
+
+from django.utils.translation import gettext_lazy as _
+
+from agents import services as agents
+from agents.models import Agent, AgentProfile, default_answers
+from attention import links
+from attention.feed import title_params
+from attention.models import Item
+from cocoon import activity
+from cocoon.actors import Actor
+from cocoon.choices import AttentionKind, TokenScope
+from cocoon.errors import Conflict, InvalidParams
+
+REPLY_MAX = 2000
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the answer page shows of an item: its agent, the answers offered and the question's
+    fingerprint, which an answer must name."""
+
+    item: Item
+    agent: Agent | None
+    answers: list[list[str]]
+    fingerprint: str
+
+
+def question(item: Item) -> Question:
+    agent = Agent.objects.filter(pk=item.agent_id).first() if item.agent_id else None
+    answers: list[list[str]] = []
+    if agent is not None and item.kind == AttentionKind.AGENT_BLOCKED:
+        profile = AgentProfile.objects.filter(name=agent.profile).first()
+        answers = profile.answers if profile else default_answers()
+    fingerprint = hashlib.sha256(item.detail.encode()).hexdigest()[:16]
+    return Question(item, agent, answers, fingerprint)
+
+
+def link_actor(item: Item) -> Actor:
+    """Who answers through a link: no token, this item's agent only."""
+    return Actor(token_id=f"link:{item.id}", name="answer link", scope=TokenScope.AGENT)
+
+
+def answer(asked: Question, *, seen: str, choice: int | None = None, reply: str = "") -> str:
+    """Send answer number `choice`, else the reply, to the item's agent, using the link; what was sent,
+    for the log. Conflict if the question is no longer the one whose fingerprint was seen."""
+    item, agent = asked.item, asked.agent
+    if agent is None or not asked.answers:
+        raise Conflict(_("Nothing waits for an answer here any more."))
+    if seen != asked.fingerprint:
+        raise Conflict(_("The question has changed since this page was opened: read it again."))
+    if choice is None and (not reply.strip() or len(reply) > REPLY_MAX):
+        raise InvalidParams(
+            _("Choose an answer or write a reply of up to %(max)s characters."), max=REPLY_MAX
+        )
+    if choice is not None and not 0 <= choice < len(asked.answers):
+        raise InvalidParams(_("Choose one of the answers shown."))
+    actor = link_actor(item)
+    with links.use(item):
+        if choice is not None:
+            agents.send_keys(agent.id, asked.answers[choice], actor=actor)
+            sent = " ".join(asked.answers[choice])
+        else:
+            agents.send_input(agent.id, reply, actor=actor)
+            sent = str(_("a reply of %(count)s characters") % {"count": len(reply)})
+    params = title_params(item) | {"answer": sent}
+    activity.record(
+        "attention.answered", params, actor=actor, sandbox_id=item.sandbox_id, agent_id=item.agent_id
+    )
+    return sent

@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from attention.choices import DeliveryState, ItemState
 from attention.models import Delivery, Item
 from cocoon.choices import AttentionKind
-from cocoon.schema import STRING, TIMESTAMP, enum, nullable, obj, string, timestamp
+from cocoon.schema import STRING, TIMESTAMP, enum, integer, nullable, obj, string, timestamp
 
 ITEM_ID = string(pattern="^at_[a-z0-9]+$", maxLength=40)
 TITLES = {
@@ -47,7 +47,7 @@ DELIVERY = obj(
         "itemId": STRING,
         "channel": STRING,
         "state": enum(*DeliveryState.values),
-        "attempts": {"type": "integer"},
+        "attempts": integer(minimum=0),
         "error": STRING,
         "dueAt": TIMESTAMP,
         "sentAt": nullable(TIMESTAMP),

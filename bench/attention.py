@@ -21,8 +21,6 @@ Every sandbox it made is removed at the end, also after a failure or Ctrl-C (ben
 """
 
 import argparse
-import hashlib
-import hmac
 import json
 import math
 import random
@@ -31,12 +29,10 @@ import secrets
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from bench.agents import TICK_S, _quiet_agent  # noqa: E402
 from bench.harness import cocoond, in_parallel, sandbox_image  # noqa: E402
 from bench.sandboxes import percentile  # noqa: E402
+from tests.attention_receivers import HttpReceiver, Request, http_receiver, verify_signature  # noqa: E402
 
 CHANNEL = "bench"
 KIND = "agent_blocked"
@@ -63,91 +60,52 @@ WAIT_S = 60  # for an event or a webhook, beyond the channel's delay
 
 
 @dataclass
-class Request:
-    at: float  # time.time() on arrival: compared with times taken in the sandbox, which reads this clock
-    monotonic: float
-    body: dict[str, Any]
-    signed: bool  # its X-Cocoon-Signature verified with the channel's secret, and was recent
+class Hooks:
+    """The signed webhook's receiver (tests.attention_receivers) whose take() hands each request out once."""
 
-
-@dataclass
-class Receiver:
-    """A signed webhook's receiver on loopback: keeps each POST; take() hands each out once."""
-
+    receiver: HttpReceiver
     secret: str
-    port: int = 0
-    requests: list[Request] = field(default_factory=list)
     taken: set[int] = field(default_factory=set)
-    changed: threading.Condition = field(default_factory=threading.Condition)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        return f"{self.receiver.url}/hook"
 
-    def verify(self, header: str, body: bytes) -> bool:
+    @property
+    def requests(self) -> list[Request]:
+        return self.receiver.requests
+
+    def signed(self, request: Request) -> bool:
+        """Its X-Cocoon-Signature verified with the channel's secret, and recent."""
         try:
-            parts = dict(part.split("=", 1) for part in header.split(","))
-            expected = hmac.new(
-                self.secret.encode(), f"{parts['t']}.".encode() + body, hashlib.sha256
-            ).hexdigest()
-            recent = abs(time.time() - int(parts["t"])) < SIGNATURE_TOLERANCE_S
-            return hmac.compare_digest(expected, parts["v1"]) and recent
-        except (KeyError, ValueError):
+            verify_signature(request, self.secret, SIGNATURE_TOLERANCE_S)
+        except (AssertionError, KeyError, ValueError):
             return False
+        return True
 
     def take(self, predicate: Callable[[dict[str, Any]], bool], timeout: float) -> Request:
         """The first request not taken before whose body matches; TimeoutError if none comes."""
         deadline = time.monotonic() + timeout
-        with self.changed:
+        with self.receiver.changed:
             while True:
                 for index, request in enumerate(self.requests):
-                    if index not in self.taken and predicate(request.body):
+                    if index not in self.taken and predicate(request.document):
                         self.taken.add(index)
                         return request
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError(f"no webhook request in {timeout:.0f} s")
-                self.changed.wait(remaining)
+                self.receiver.changed.wait(remaining)
 
     def items(self) -> list[Request]:
-        with self.changed:
-            return [request for request in self.requests if request.body.get("type") == "attention.item"]
+        with self.receiver.changed:
+            return [request for request in self.requests if request.document.get("type") == "attention.item"]
 
 
 @contextmanager
-def receiver(secret: str) -> Iterator[Receiver]:
-    found = Receiver(secret)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            at, monotonic = time.time(), time.monotonic()
-            signed = found.verify(self.headers.get("X-Cocoon-Signature", ""), body)
-            try:
-                document = json.loads(body)
-            except ValueError:
-                document = {}
-            with found.changed:
-                found.requests.append(Request(at, monotonic, document, signed))
-                found.changed.notify_all()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
-
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    found.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield found
-    finally:
-        server.shutdown()
-        server.server_close()
+def receiver(secret: str) -> Iterator[Hooks]:
+    with http_receiver() as found:
+        yield Hooks(found, secret)
 
 
 def of_agent(agent_id: str) -> Callable[[dict[str, Any]], bool]:
@@ -233,8 +191,8 @@ def main() -> None:
         print(f"  ratio to system.info: p50 {ratio_p50:.2f}x, p99 {ratio_p99:.2f}x\n")
 
         items = hooks.items()
-        item_ids = [request.body["item"]["id"] for request in items]
-        unsigned = sum(not request.signed for request in items)  # the hop's probes are not signed
+        item_ids = [request.document["item"]["id"] for request in items]
+        unsigned = sum(not hooks.signed(request) for request in items)  # the hop's probes are not signed
         print(
             f"webhook requests: {len(hooks.requests)} ({len(items)} of items, {len(set(item_ids))} items; "
             f"{len(item_ids) - len(set(item_ids))} sent twice); the signature failed on {unsigned} of them"
@@ -271,7 +229,7 @@ def _verdict(met: bool) -> str:
     return "(met)" if met else "(MISSED)"
 
 
-def _hop(hooks: Receiver, runs: int) -> list[float]:
+def _hop(hooks: Hooks, runs: int) -> list[float]:
     """Seconds from here to the receiver's arrival, for a request of the webhook's size."""
     latencies = []
     with httpx.Client(timeout=10) as http:
@@ -312,7 +270,7 @@ def _until(ws, agent_id: str, blocked: bool, timeout: float) -> float:
             return time.time()
 
 
-def _webhook(call, hooks: Receiver, agent_id: str, timeout: float) -> Request:
+def _webhook(call, hooks: Hooks, agent_id: str, timeout: float) -> Request:
     """The next webhook request of an item of the agent; on a timeout, the deliveries cocoon logged."""
     try:
         return hooks.take(of_agent(agent_id), timeout=timeout)
@@ -325,7 +283,7 @@ def _webhook(call, hooks: Receiver, agent_id: str, timeout: float) -> Request:
         raise
 
 
-def _screen_to_webhook(server, call, hooks: Receiver, runs: int, delay: float) -> Latencies:
+def _screen_to_webhook(server, call, hooks: Hooks, runs: int, delay: float) -> Latencies:
     """A shell agent asks, is answered (y, Enter) and goes on, runs times."""
     sandbox = call("sandbox.create", network="none")
     agent = call("agent.spawn", sandboxId=sandbox["id"], profile="shell")
@@ -338,7 +296,7 @@ def _screen_to_webhook(server, call, hooks: Receiver, runs: int, delay: float) -
             call("agent.send_input", agentId=agent["id"], text=TIMED_QUESTION)
             event_at = _until(ws, agent["id"], blocked=True, timeout=WAIT_S)
             arrived = _webhook(call, hooks, agent["id"], timeout=delay + WAIT_S)
-            item = arrived.body["item"]
+            item = arrived.document["item"]
             stamp = STAMP.search(item["detail"])
             if item["kind"] != KIND or stamp is None:
                 raise RuntimeError(f"the webhook's item is not the question asked: {json.dumps(item)}")
@@ -350,7 +308,7 @@ def _screen_to_webhook(server, call, hooks: Receiver, runs: int, delay: float) -
     return measured
 
 
-def _hook_to_webhook(server, call, hooks: Receiver, runs: int, delay: float) -> Latencies:
+def _hook_to_webhook(server, call, hooks: Hooks, runs: int, delay: float) -> Latencies:
     """cocoon-status blocked, then working (the item closes), runs times; and the bare docker exec."""
     sandbox = call("sandbox.create", network="none")
     container = f"{server.instance}-{sandbox['id']}"
@@ -376,8 +334,8 @@ def _hook_to_webhook(server, call, hooks: Receiver, runs: int, delay: float) -> 
             report("blocked")
             event_at = _until(ws, agent["id"], blocked=True, timeout=WAIT_S)
             arrived = _webhook(call, hooks, agent["id"], timeout=delay + WAIT_S)
-            if arrived.body["item"]["kind"] != KIND:
-                raise RuntimeError(f"the webhook's item is not the block: {json.dumps(arrived.body)}")
+            if arrived.document["item"]["kind"] != KIND:
+                raise RuntimeError(f"the webhook's item is not the block: {json.dumps(arrived.document)}")
             measured.event.append(event_at - started)
             measured.webhook.append(arrived.at - started)
             report("working")
@@ -400,7 +358,7 @@ class Feed:
     spawn_failures: list[str]
 
 
-def _feed(call, api: httpx.Client, hooks: Receiver, agents: int, delay: float) -> Feed:
+def _feed(call, api: httpx.Client, hooks: Hooks, agents: int, delay: float) -> Feed:
     """agents shell agents, every other one blocked by a question; then the feed and its baseline."""
     started = time.monotonic()
     count = math.ceil(agents / AGENTS_PER_SANDBOX)
@@ -434,9 +392,9 @@ def _feed(call, api: httpx.Client, hooks: Receiver, agents: int, delay: float) -
     # Their notifications are sent before the measurement: it is of a feed at rest.
     notified = set(asking)
     deadline = time.monotonic() + delay + WAIT_S
-    while notified - {request.body["item"]["agentId"] for request in hooks.items()}:
+    while notified - {request.document["item"]["agentId"] for request in hooks.items()}:
         if time.monotonic() > deadline:
-            missing = len(notified - {request.body["item"]["agentId"] for request in hooks.items()})
+            missing = len(notified - {request.document["item"]["agentId"] for request in hooks.items()})
             raise TimeoutError(f"{missing} of {len(asking)} blocked agents were not notified")
         time.sleep(0.5)
     setup_s = time.monotonic() - started

@@ -24,10 +24,19 @@ class Request:
     path: str
     headers: dict[str, str]
     body: bytes
-    at: float  # time.monotonic() on arrival
+    at: float  # time.time() on arrival: comparable with times taken in a sandbox (it reads this clock)
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The body as a JSON object, or {} for anything else."""
+        try:
+            document = json.loads(self.body)
+        except ValueError:
+            return {}
+        return document if isinstance(document, dict) else {}
 
 
 @dataclass
@@ -36,6 +45,7 @@ class HttpReceiver:
 
     status: int = 200
     requests: list[Request] = field(default_factory=list)
+    changed: threading.Condition = field(default_factory=threading.Condition)  # notified on each request
     port: int = 0
 
     @property
@@ -54,9 +64,12 @@ def http_receiver(status: int = 200) -> Iterator[HttpReceiver]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            receiver.requests.append(Request(self.path, dict(self.headers.items()), body, time.monotonic()))
+            with receiver.changed:
+                receiver.requests.append(Request(self.path, dict(self.headers.items()), body, time.time()))
+                receiver.changed.notify_all()
             self.send_response(receiver.status)
             self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"{}")
 

@@ -42,6 +42,7 @@ SETUP_SUBJECT = "setup"
 DETAIL_MAX = 1000
 QUESTION_LINES = 3  # of the screen's bottom, when no line of it matches the question's pattern
 CONTROL = {"Cc", "Cf", "Cs", "Co", "Cn"}
+ASKED_AGAIN_AFTER = timedelta(seconds=1)  # the answer's own echo on the screen is no new question
 
 events.register_types("attention.updated", visibility=Visibility.AGENT)
 activity.register_messages(
@@ -86,6 +87,7 @@ def open_item(kind: str, subject: str, *, params: dict[str, Any], detail: str = 
             item.save(update_fields=["params", "detail", "updated_at"])
             publish(item)
         return item
+
     visibility = Visibility.ADMIN if kind == AttentionKind.SETUP else Visibility.AGENT
     try:
         with transaction.atomic():
@@ -169,7 +171,13 @@ def on_agent(event: Event) -> None:
     if kind == AttentionKind.AGENT_EXITED:
         params |= {"reason": agent.exit_reason, "code": agent.exit_code}
     where = {"sandbox_id": agent.sandbox_id, "agent_id": agent.id}
-    open_item(kind, agent.id, params=params, detail=_agent_detail(kind, agent), **where)
+    item = open_item(kind, agent.id, params=params, detail=_agent_detail(kind, agent), **where)
+    if item.answered_at and datetime.fromisoformat(event["at"]) > item.answered_at + ASKED_AGAIN_AFTER:
+        # Still blocked after an answer from a link, and its screen moved since: it asks again (an
+        # answer it did not take, the next question). The used link is dead: a new one is sent.
+        Item.objects.filter(pk=item.pk).update(answered_at=None)
+        if item.state == ItemState.OPEN:
+            notify.schedule(item, at=timezone.now())
 
 
 @events.observe("sandbox.deleted")

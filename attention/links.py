@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.core import signing
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from attention.choices import ItemState
@@ -60,13 +61,16 @@ def use(item: Item) -> Iterator[None]:
     """Use the item's link once: it works no more from here on (the next notification of the item
     brings a new one), or LinkInvalid if another answer took it first. An error in the block gives
     the link back, so a failed answer can be tried again."""
-    nonce, new = item.link_nonce, new_link_nonce()
-    if not Item.objects.filter(pk=item.pk, link_nonce=nonce).update(link_nonce=new):
+    nonce, new, answered = item.link_nonce, new_link_nonce(), item.answered_at
+    used = Item.objects.filter(pk=item.pk, link_nonce=nonce).update(
+        link_nonce=new, answered_at=timezone.now()
+    )
+    if not used:
         raise LinkInvalid(_("This link was used already."))
     item.link_nonce = new
     try:
         yield
     except BaseException:
-        Item.objects.filter(pk=item.pk, link_nonce=new).update(link_nonce=nonce)
+        Item.objects.filter(pk=item.pk, link_nonce=new).update(link_nonce=nonce, answered_at=answered)
         item.link_nonce = nonce
         raise

@@ -45,6 +45,8 @@ class Item(models.Model):
     closed_at = models.DateTimeField(null=True, blank=True)
     # The answer link works while it names this nonce: an answer draws a new one (single use).
     link_nonce = models.CharField(max_length=32, default=new_link_nonce)
+    # When it was answered through its link; an agent still blocked after that is asked again: sent again.
+    answered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-opened_at"]

@@ -508,3 +508,22 @@ def test_a_config_file_puts_channel_urls_in_the_vault_and_cannot_set_what_only_c
         config.get_settings()["notifications"]["channels"]["ops"]["urlPreview"]
         == "ntfy://u:****@127.0.0.1:1/…"
     )
+
+
+def test_an_agent_still_blocked_after_an_answer_from_its_link_is_sent_again_with_a_new_link(monkeypatch):
+    monkeypatch.setattr(feed, "ASKED_AGAIN_AFTER", timedelta(0))
+    with http_receiver() as hooks:
+        add_channel("hook", type="webhook", url=hooks.url, secret="s" * 32)
+        agent = blocked(make_agent())
+        assert deliver_all() == {"hook": "sent"}
+        [item] = items(agent_id=agent.id)
+        with links.use(item):  # answered ("x": not what it takes) ...
+            pass
+        blocked(agent)  # ... and it asks again
+        assert deliver_all() == {"hook": "sent"}
+        first, second = (request.json()["link"] for request in hooks.requests)
+    assert first != second
+    assert Client().get(first.removeprefix(links.base_url())).status_code == 403
+    assert Client().get(second.removeprefix(links.base_url())).status_code == 200
+    blocked(agent)  # a screen move with no answer in between sends nothing more
+    assert Delivery.objects.filter(state=DeliveryState.SCHEDULED).count() == 0

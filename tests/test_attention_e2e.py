@@ -12,6 +12,7 @@ from playwright.sync_api import expect, sync_playwright
 from tests.attention_receivers import smtp_server, text_of
 from tests.conftest import wait_until
 from tests.test_mcp import with_session
+from tests.test_ui_browser import log_in
 
 pytestmark = pytest.mark.e2e
 
@@ -67,14 +68,28 @@ def test_a_blocked_shell_agent_is_answered_from_the_link_in_its_email(cocoond, s
             assert link, text_of(mail)
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-                page = browser.new_context(viewport={"width": 390, "height": 844}).new_page()  # a phone
-                page.goto(link.group(0))
-                expect(page.locator("#question")).to_have_text("Continue? [y/n]")
-                expect(page.locator("#screen")).to_contain_text("Continue? [y/n]")
-                page.get_by_role("button", name="y Enter").click()
-                expect(page.locator("#answered")).to_contain_text("Sent: y Enter")
+                # Someone at the dashboard: the item comes first, the agent's card shows the question.
+                dashboard = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
+                log_in(dashboard, cocoond, cocoond.token)
+                needs_you = dashboard.locator(f'[data-item="{item["id"]}"]')
+                expect(needs_you).to_contain_text("waits for an answer")
+                card = dashboard.locator(f'[data-agent="{agent["id"]}"]')
+                expect(card.locator('[data-field="status"]')).to_have_text("blocked")
+                expect(card.locator('[data-field="rule"]')).to_have_text("question")
+                expect(card.locator('[data-field="screenTail"]')).to_contain_text("Continue? [y/n]")
+
+                phone = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+                phone.goto(link.group(0))
+                expect(phone.locator("#question")).to_have_text("Continue? [y/n]")
+                expect(phone.locator("#screen")).to_contain_text("Continue? [y/n]")
+                phone.get_by_role("button", name="y Enter").click()
+                expect(phone.locator("#answered")).to_contain_text("Sent: y Enter")
                 # The link was for one answer.
-                assert page.goto(link.group(0)).status == 403
+                assert phone.goto(link.group(0)).status == 403
+
+                # The dashboard follows without a reload: the item is gone, the card is no longer blocked.
+                expect(needs_you).to_have_count(0, timeout=20_000)
+                expect(card.locator('[data-field="status"]')).not_to_have_text("blocked", timeout=20_000)
                 browser.close()
 
             def answered() -> str:

@@ -41,6 +41,7 @@ AGENT = obj(
         "exitCode": nullable(INTEGER),
         "exitReason": nullable(enum(*ExitReason.values)),
         "cliSessionId": nullable(STRING),  # the CLI's own session (what a resume picks up), once known
+        "taskId": nullable(STRING),  # the task it works for (a step of its workflow), if any
         "createdAt": TIMESTAMP,
         "lastActivityAt": TIMESTAMP,
     }
@@ -108,6 +109,7 @@ def serialize_agent(agent: Agent) -> dict[str, Any]:
         "exitCode": agent.exit_code,
         "exitReason": agent.exit_reason or None,
         "cliSessionId": agent.cli_session_id or None,
+        "taskId": agent.task_id or None,
         "createdAt": agent.created_at.isoformat(),
         "lastActivityAt": agent.last_activity_at.isoformat(),
     }

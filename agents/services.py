@@ -129,6 +129,7 @@ def spawn_agent(
     model: str | None = None,
     cols: int = 120,
     rows: int = 40,
+    task_id: str = "",
 ) -> Agent:
     sandbox = get_sandbox(sandbox_id).ensure_running()
     profile = get_profile(profile_name)
@@ -141,6 +142,7 @@ def spawn_agent(
         profile=profile.name,
         status=AgentStatus.WORKING if prompt else AgentStatus.UNKNOWN,
         last_input_at=timezone.now() if prompt else None,
+        task_id=task_id,
     )
     command = list(profile.command)
     if prompt and profile.prompt_mode == PromptMode.ARGUMENT:
@@ -183,6 +185,7 @@ def _start(
         agent.model or profile.default_model,
         get_driver().host_alias,
         actor,
+        agent_id=agent.id,
     )
     variables = {**profile.env, **credentials, **env, "COCOON_AGENT_ID": agent.id}
     if granted:

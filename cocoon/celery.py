@@ -30,6 +30,8 @@ app.conf.beat_schedule = {
     "tick-schedules": {"task": "scheduling.tasks.tick", "schedule": 10.0},
     "recover-tasks": {"task": "scheduling.tasks.recover", "schedule": 30.0},
     "attention": {"task": "attention.tasks.tick", "schedule": 30.0},
+    # What the credential proxy metered: into the database within a tick or two.
+    "usage": {"task": "usage.tasks.collect", "schedule": 2.0},
 }
 
 

@@ -533,6 +533,7 @@ class Methods:
         agents: dict | None = None,
         git: dict | None = None,
         toolbox: dict | None = None,
+        usage: dict | None = None,
         notifications: dict | None = None,
     ) -> Any:
         """Deep-merge a partial settings document; returns the whole validated document."""
@@ -549,6 +550,7 @@ class Methods:
                     "agents": agents,
                     "git": git,
                     "toolbox": toolbox,
+                    "usage": usage,
                     "notifications": notifications,
                 }
             ),
@@ -634,6 +636,62 @@ class Methods:
     def toolbox_status(self) -> Any:
         """Whether the agent toolbox (/opt/agents) is installed, and its package versions."""
         return self.call("toolbox.status", _params({}))
+
+    def usage_records(
+        self,
+        *,
+        sandbox_id: str | None = None,
+        agent_id: str | None = None,
+        task_id: str | None = None,
+        schedule_id: str | None = None,
+        from_: str | None = None,
+        to: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Any:
+        """LLM requests of agents as the credential proxy metered them (model, tokens read from the provider's answer, cost by settings usage.prices), newest first; filters sandboxId, agentId, taskId, scheduleId, from, to; pass next as cursor for the page after."""
+        return self.call(
+            "usage.records",
+            _params(
+                {
+                    "sandboxId": sandbox_id,
+                    "agentId": agent_id,
+                    "taskId": task_id,
+                    "scheduleId": schedule_id,
+                    "from": from_,
+                    "to": to,
+                    "limit": limit,
+                    "cursor": cursor,
+                }
+            ),
+        )
+
+    def usage_summary(
+        self,
+        *,
+        group_by: str,
+        sandbox_id: str | None = None,
+        agent_id: str | None = None,
+        task_id: str | None = None,
+        schedule_id: str | None = None,
+        from_: str | None = None,
+        to: str | None = None,
+    ) -> Any:
+        """Requests, tokens and cost summed per agent, sandbox, task, schedule, model, provider or day (most cost first; days in order), and over all; the same filters as usage.records."""
+        return self.call(
+            "usage.summary",
+            _params(
+                {
+                    "sandboxId": sandbox_id,
+                    "agentId": agent_id,
+                    "taskId": task_id,
+                    "scheduleId": schedule_id,
+                    "from": from_,
+                    "to": to,
+                    "groupBy": group_by,
+                }
+            ),
+        )
 
 
 class AsyncMethods:
@@ -1172,6 +1230,7 @@ class AsyncMethods:
         agents: dict | None = None,
         git: dict | None = None,
         toolbox: dict | None = None,
+        usage: dict | None = None,
         notifications: dict | None = None,
     ) -> Any:
         """Deep-merge a partial settings document; returns the whole validated document."""
@@ -1188,6 +1247,7 @@ class AsyncMethods:
                     "agents": agents,
                     "git": git,
                     "toolbox": toolbox,
+                    "usage": usage,
                     "notifications": notifications,
                 }
             ),
@@ -1275,3 +1335,59 @@ class AsyncMethods:
     async def toolbox_status(self) -> Any:
         """Whether the agent toolbox (/opt/agents) is installed, and its package versions."""
         return await self.call("toolbox.status", _params({}))
+
+    async def usage_records(
+        self,
+        *,
+        sandbox_id: str | None = None,
+        agent_id: str | None = None,
+        task_id: str | None = None,
+        schedule_id: str | None = None,
+        from_: str | None = None,
+        to: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Any:
+        """LLM requests of agents as the credential proxy metered them (model, tokens read from the provider's answer, cost by settings usage.prices), newest first; filters sandboxId, agentId, taskId, scheduleId, from, to; pass next as cursor for the page after."""
+        return await self.call(
+            "usage.records",
+            _params(
+                {
+                    "sandboxId": sandbox_id,
+                    "agentId": agent_id,
+                    "taskId": task_id,
+                    "scheduleId": schedule_id,
+                    "from": from_,
+                    "to": to,
+                    "limit": limit,
+                    "cursor": cursor,
+                }
+            ),
+        )
+
+    async def usage_summary(
+        self,
+        *,
+        group_by: str,
+        sandbox_id: str | None = None,
+        agent_id: str | None = None,
+        task_id: str | None = None,
+        schedule_id: str | None = None,
+        from_: str | None = None,
+        to: str | None = None,
+    ) -> Any:
+        """Requests, tokens and cost summed per agent, sandbox, task, schedule, model, provider or day (most cost first; days in order), and over all; the same filters as usage.records."""
+        return await self.call(
+            "usage.summary",
+            _params(
+                {
+                    "sandboxId": sandbox_id,
+                    "agentId": agent_id,
+                    "taskId": task_id,
+                    "scheduleId": schedule_id,
+                    "from": from_,
+                    "to": to,
+                    "groupBy": group_by,
+                }
+            ),
+        )

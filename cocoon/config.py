@@ -31,6 +31,14 @@ SECRET_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 # An npm package spec: name or @scope/name, optionally @version or @tag. Never a path, URL or option.
 NPM_SPEC_PATTERN = r"^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*(@[A-Za-z0-9._^~<>=| -]+)?$"
 
+
+def price(provider: str, model: str, *per_million: float) -> dict[str, Any]:
+    """A price entry: input, output, cache write and cache read, per million tokens."""
+    return {"provider": provider, "model": model} | dict(zip(PRICE_FIELDS, per_million, strict=True))
+
+
+PRICE_FIELDS = ("input", "output", "cacheWrite", "cacheRead")
+PER_MILLION = {"type": "number", "minimum": 0, "maximum": 1_000_000}
 DEFAULTS: dict[str, Any] = {
     "general": {"language": "en", "activityRetentionDays": 90},
     "sandbox": {
@@ -85,6 +93,23 @@ DEFAULTS: dict[str, Any] = {
     # Where attention items are sent (attention.notify): {name: channel}. A channel's URL and secret go
     # to the vault on write (NOTIFY_<NAME>_URL/_SECRET) and are never part of the document.
     "notifications": {"channels": {}, "linkMinutes": 240},
+    # What LLM requests cost (usage.ingest prices each record the credential proxy meters): per million
+    # tokens, the first entry whose provider (a provider id, its kind, or *) and model (a glob) match.
+    # Defaults: the list prices of the models the built-in profiles use; edit them to your contract.
+    "usage": {
+        "currency": "USD",
+        "prices": [
+            price("anthropic", "claude-opus-4-5*", 5, 25, 6.25, 0.5),
+            price("anthropic", "claude-opus-4*", 15, 75, 18.75, 1.5),
+            price("anthropic", "claude-sonnet-4*", 3, 15, 3.75, 0.3),
+            price("anthropic", "claude-haiku-4*", 1, 5, 1.25, 0.1),
+            price("anthropic", "claude-3-5-haiku*", 0.8, 4, 1, 0.08),
+            price("openai", "gpt-5-mini*", 0.25, 2, 0, 0.025),
+            price("openai", "gpt-5-nano*", 0.05, 0.4, 0, 0.005),
+            price("openai", "gpt-5*", 1.25, 10, 0, 0.125),
+            price("openai", "gpt-4.1*", 2, 8, 0, 0.5),
+        ],
+    },
 }
 
 
@@ -235,6 +260,23 @@ SETTINGS_SCHEMA: Schema = obj(
             {"packages": array(string(pattern=NPM_SPEC_PATTERN, maxLength=214), minItems=1, maxItems=50)},
             required=("packages",),
         ),
+        "usage": obj(
+            {
+                "currency": string(pattern="^[A-Z]{3}$"),
+                "prices": array(
+                    obj(
+                        {
+                            "provider": string(pattern=r"^(\*|[a-z0-9][a-z0-9-]{0,31})$"),
+                            "model": string(minLength=1, maxLength=200),
+                        }
+                        | dict.fromkeys(PRICE_FIELDS, PER_MILLION),
+                        required=("provider", "model", *PRICE_FIELDS),
+                    ),
+                    maxItems=500,
+                ),
+            },
+            required=("currency", "prices"),
+        ),
         "notifications": obj(
             {
                 "channels": {
@@ -251,7 +293,7 @@ SETTINGS_SCHEMA: Schema = obj(
     },
     required=(
         "general", "sandbox", "egress", "providers", "secrets", "security", "agents", "git", "toolbox",
-        "notifications",
+        "notifications", "usage",
     ),
 )  # fmt: skip
 

@@ -106,6 +106,7 @@ INSTALLED_APPS = [
     "agents",
     "egress",
     "scheduling",
+    "usage",
     "attention",
     "ui",
     "server",

@@ -168,8 +168,11 @@ def credentials_env(
     model: str,
     host_alias: str,
     actor: Actor,
+    agent_id: str = "",
 ) -> tuple[dict[str, str], list[str]]:
     """The variables that carry credentials to one agent, and the providers its sandbox needs grants for.
+    A placeholder names the agent too (cocoon_<sandboxToken>_<SECRET>.<agentId>), so that the proxy
+    meters each request to its agent.
 
     The credential proxy is the only way a credential reaches an agent (SPEC §5): a provider's secret
     becomes a placeholder only this sandbox can use, the base URL the proxy's route. A sandbox without
@@ -202,6 +205,7 @@ def credentials_env(
         if proxied:
             env[f"{prefix}_BASE_URL"] = f"{credential_proxy_url()}/p-{provider_id}"
             key = f"cocoon_{sandbox.proxy_token}_{provider.get('secret', 'NONE')}"
+            key += f".{agent_id}" if agent_id else ""
         else:
             env[f"{prefix}_BASE_URL"] = reachable_base_url(provider["baseUrl"], host_alias)
             key = key_of(provider)

@@ -200,6 +200,7 @@ class Run:
                 },
                 providers=step.get("providers") or None,
                 model=step.get("model") or None,
+                task_id=task.id,
             )
             state |= {
                 "status": StepStatus.RUNNING,

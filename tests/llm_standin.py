@@ -4,6 +4,7 @@ Real agent CLIs talk to it instead of the internet: it answers every prompt with
 """
 
 import json
+import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,8 +14,19 @@ def _sse(event: str, data: dict) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-def _turn(message: dict, block: dict, delta: dict, stop_reason: str) -> list[bytes]:
-    """The SSE events of one assistant turn with a single content block."""
+def _usage() -> dict[str, int]:
+    """What one answer used, as an API's meter would count it (input without the cached tokens)."""
+    return {
+        "inputTokens": random.randint(1, 5000),
+        "outputTokens": random.randint(1, 2000),
+        "cacheWriteTokens": random.randint(0, 3000),
+        "cacheReadTokens": random.randint(0, 20000),
+    }
+
+
+def _turn(message: dict, block: dict, delta: dict, stop_reason: str, used: dict[str, int]) -> list[bytes]:
+    """The SSE events of one assistant turn with a single content block; usage as Anthropic sends it
+    (the input and cache counts at the start, the output count growing in message_delta)."""
     return [
         _sse("message_start", {"type": "message_start", "message": message}),
         _sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
@@ -25,7 +37,7 @@ def _turn(message: dict, block: dict, delta: dict, stop_reason: str) -> list[byt
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                "usage": {"output_tokens": 5},
+                "usage": {"output_tokens": used["outputTokens"]},
             },
         ),
         _sse("message_stop", {"type": "message_stop"}),
@@ -49,6 +61,7 @@ class AnthropicStandIn:
         tool_input: dict | None = None,
     ) -> None:
         self.requests: list[dict] = []
+        self.usage: list[dict[str, int]] = []  # what each message answer reported, in the meter's terms
         self.tool = tool
         self.tool_input = tool_input or {"command": command, "description": "Run the requested command"}
         self.trigger = trigger  # a prompt holding this asks for the tool call
@@ -112,6 +125,8 @@ class AnthropicStandIn:
         return self.tool in tools and self.trigger in text.lower()
 
     def _message(self, request: BaseHTTPRequestHandler, payload: dict, reply: str) -> None:
+        used = _usage()
+        self.usage.append(used)
         message = {
             "id": "msg_standin",
             "type": "message",
@@ -120,18 +135,24 @@ class AnthropicStandIn:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 1},
+            "usage": {
+                "input_tokens": used["inputTokens"],
+                "cache_creation_input_tokens": used["cacheWriteTokens"],
+                "cache_read_input_tokens": used["cacheReadTokens"],
+                "output_tokens": 1,
+            },
         }
         if not payload.get("stream"):
             message |= {"content": [{"type": "text", "text": reply}], "stop_reason": "end_turn"}
+            message["usage"]["output_tokens"] = used["outputTokens"]
             self._json(request, 200, message)
         elif self._wants_tool(payload):
             block = {"type": "tool_use", "id": "toolu_standin", "name": self.tool, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(self.tool_input)}
-            self._stream(request, _turn(message, block, delta, "tool_use"))
+            self._stream(request, _turn(message, block, delta, "tool_use", used))
         else:
             block, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": reply}
-            self._stream(request, _turn(message, block, delta, "end_turn"))
+            self._stream(request, _turn(message, block, delta, "end_turn", used))
 
     @staticmethod
     def _stream(request: BaseHTTPRequestHandler, chunks: list[bytes]) -> None:
@@ -158,6 +179,7 @@ class OpenAIStandIn:
         command: str | None = None,
     ) -> None:
         self.requests: list[dict] = []
+        self.usage: list[dict[str, int]] = []  # what each response reported, in the meter's terms
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -201,7 +223,9 @@ class OpenAIStandIn:
                         "status": "completed",
                         "content": [{"type": "output_text", "text": reply, "annotations": []}],
                     }
-                AnthropicStandIn._stream(self, _response(payload, item))
+                used = _usage() | {"cacheWriteTokens": 0}  # OpenAI counts no cache writes
+                owner.usage.append(used)
+                AnthropicStandIn._stream(self, _response(payload, item, used))
 
         self.server = ThreadingHTTPServer((host, 0), Handler)
         self.url = f"http://{host}:{self.server.server_port}/v1"
@@ -223,7 +247,7 @@ def _asks_to_run(payload: dict) -> bool:
     return any("run" in (part.get("text") or "").lower() for part in last.get("content") or [])
 
 
-def _response(payload: dict, item: dict) -> list[bytes]:
+def _response(payload: dict, item: dict, used: dict[str, int]) -> list[bytes]:
     """The SSE events of one response with a single output item."""
     response = {
         "id": "resp_standin",
@@ -249,7 +273,14 @@ def _response(payload: dict, item: dict) -> list[bytes]:
             "delta": item["content"][0]["text"],
         }
         chunks.append(_sse("response.output_text.delta", delta))
-    usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+    # OpenAI's input count holds the cached tokens, which it names apart.
+    inputs = used["inputTokens"] + used["cacheReadTokens"]
+    usage = {
+        "input_tokens": inputs,
+        "input_tokens_details": {"cached_tokens": used["cacheReadTokens"]},
+        "output_tokens": used["outputTokens"],
+        "total_tokens": inputs + used["outputTokens"],
+    }
     return [
         *chunks,
         _sse(

@@ -320,7 +320,7 @@ def test_the_credential_proxy_swaps_the_placeholder_for_the_real_key(
     upstream.clear()
     agent = shell_agent(cocoond, egress, providers=[provider], model="standin-large")
     env = in_agent(cocoond, agent, egress, "env | grep ^ANTHROPIC_ > /tmp/env.txt", "/tmp/env.txt")
-    placeholder = "cocoon_{token}_STANDIN_SECRET"
+    placeholder = "cocoon_{token}_STANDIN_SECRET." + agent["id"]  # the agent's own, for its usage
     variables = dict(line.split("=", 1) for line in env.splitlines())
     assert variables["ANTHROPIC_BASE_URL"] == "http://cocoon-proxy:8080/p-standin"
     assert variables["ANTHROPIC_MODEL"] == "standin-large"

@@ -46,7 +46,7 @@ def _msgids(catalogue: str) -> set[str]:
 def test_every_translatable_string_in_the_code_is_in_the_catalogue():
     sources = [
         str(path)
-        for app in ("cocoon", "sandboxes", "agents", "egress", "scheduling", "attention", "ui")
+        for app in ("cocoon", "sandboxes", "agents", "egress", "scheduling", "usage", "attention", "ui")
         for path in (ROOT / app).rglob("*.py")
         if "migrations" not in path.parts
     ]

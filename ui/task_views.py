@@ -17,6 +17,7 @@ from cocoon.errors import CocoonError
 from sandboxes.choices import NetworkMode
 from scheduling.choices import OPEN_STATUSES, Overlap, StepStatus, TaskStatus
 from ui.diff import diff_context
+from ui.usage_views import spent
 from ui.web import call, done, form_number, method_of, page, profiles, show
 
 TASK_ACTIONS = {"cancel": "task.cancel", "approve": "task.approve", "reject": "task.reject"}
@@ -118,6 +119,7 @@ def task(request: HttpRequest, task_id: str) -> HttpResponse:
         "report_details": json.dumps((current["report"] or {}).get("details"), indent=2, ensure_ascii=False),
         "sandbox_exists": bool(current["sandboxId"])
         and any(sb["id"] == current["sandboxId"] for sb in call(request, "sandbox.list")),
+        "spend": spent(call(request, "usage.summary", groupBy="task", taskId=task_id)),
     }
     return show(request, "ui/task.html", context)
 

@@ -2,7 +2,7 @@ from django.urls import path
 
 from cocoon.auth import SessionActorAuthentication
 from sandboxes.views import ArchiveView
-from ui import answer_views, settings_views, task_views, views
+from ui import answer_views, settings_views, task_views, usage_views, views
 
 app_name = "ui"
 
@@ -32,6 +32,8 @@ urlpatterns = [
     path("agents/<str:agent_id>/", views.agent, name="agent"),
     path("agents/<str:agent_id>/do/<str:action>", views.agent_action, name="agent_action"),
     path("activity/", views.activity, name="activity"),
+    path("usage/", usage_views.usage, name="usage"),
+    path("usage/export.csv", usage_views.export, name="usage_export"),
     path("tasks/", task_views.tasks, name="tasks"),
     path("tasks/<str:task_id>/", task_views.task, name="task"),
     path("tasks/<str:task_id>/do/<str:action>", task_views.task_action, name="task_action"),

@@ -30,6 +30,7 @@ from cocoon.throttle import guarded, refuse_if_locked_out
 from sandboxes.choices import Capability, NetworkMode
 from scheduling.choices import TaskStatus
 from ui.diff import diff_context
+from ui.usage_views import money
 from ui.web import actor_of, back, call, done, form_number, method_of, page, profiles, show, ui_language
 
 # -- login ---------------------------------------------------------------------------------------------
@@ -110,18 +111,21 @@ def fleet_order(agent: dict[str, Any]) -> tuple[int, str, str]:
 
 
 def _fleet(request: HttpRequest, sandbox_names: dict[str, str]) -> dict[str, Any]:
-    """One page of the wall of agent cards, each with its sandbox's name, the task it works for and
-    how long it has been in its status."""
+    """One page of the wall of agent cards, each with its sandbox's name, the task it works for, how
+    long it has been in its status and what its LLM requests cost."""
     agents = sorted(call(request, "agent.list"), key=fleet_order)
     wall = Paginator(agents, FLEET_PAGE_SIZE).get_page(request.GET.get("page"))
     tasks = call(request, "task.list", status=[TaskStatus.RUNNING, TaskStatus.REVIEW], limit=1000)
     task_of = {agent_id: task for task in reversed(tasks) for agent_id in task["agentIds"]}  # newest wins
+    usage = call(request, "usage.summary", groupBy="agent")
+    cost_of = {group["key"]: group["cost"] for group in usage["groups"]}
     cards = [
         agent
         | {
             "sandboxName": sandbox_names.get(agent["sandboxId"]),
             "task": task_of.get(agent["id"]),
             "since": parse_datetime(agent["statusSince"]),
+            "spend": money(cost, usage["currency"]) if (cost := cost_of.get(agent["id"], 0)) > 0 else "",
         }
         for agent in wall
     ]

@@ -1,0 +1,147 @@
+"""Usage records: read from the credential proxy's file (twice-read lines stored once, hostile lines
+skipped or bounded, an agent of another sandbox not believed), priced by settings usage.prices, and
+summed and paged by the usage methods."""
+
+import json
+import os
+import time
+from decimal import Decimal
+
+import pytest
+
+from agents.models import Agent
+from cocoon.actors import SYSTEM_ACTOR, Actor
+from cocoon.choices import TokenScope
+from cocoon.errors import InvalidParams
+from cocoon.registry import registry
+from sandboxes.models import Sandbox
+from scheduling.models import Schedule, Task
+from usage import ingest
+from usage.models import UsageRecord
+
+pytestmark = pytest.mark.django_db
+
+AGENT_ACTOR = Actor(token_id="t", name="steering agent", scope=TokenScope.AGENT)
+
+
+def call(method: str, params: dict, actor: Actor = SYSTEM_ACTOR):
+    return registry.dispatch(method, params, actor, "en")
+
+
+def sandbox(name: str) -> Sandbox:
+    return Sandbox.objects.create(name=name, image="i", network="egress", cpus=1, memory_mb=64, pids=16)
+
+
+def line(sandbox_id: str, agent_id: str | None = None, **fields) -> bytes:
+    record = {
+        "id": os.urandom(16).hex(),
+        "at": time.time(),
+        "sandboxId": sandbox_id,
+        "agentId": agent_id,
+        "provider": "anthropic",
+        "method": "POST",
+        "path": "/v1/messages",
+        "latencyMs": 812.5,
+        "status": 200,
+        "model": "claude-sonnet-4-5",
+        "stream": True,
+        "complete": True,
+        "inputTokens": 1000,
+        "outputTokens": 200,
+        "cacheWriteTokens": 300,
+        "cacheReadTokens": 4000,
+    }
+    return json.dumps(record | fields).encode()
+
+
+def test_the_proxys_file_is_read_once_no_write_can_touch_it_and_a_line_read_twice_is_stored_once(tmp_path):
+    box = sandbox("s")
+    lines = [line(box.id) for _ in range(3)]
+    (tmp_path / ingest.USAGE_FILE).write_bytes(b"\n".join(lines) + b"\n")
+    assert ingest.collect(tmp_path) == 0  # moved aside: a line being written goes into it
+    assert not (tmp_path / ingest.USAGE_FILE).exists()
+    taken = tmp_path / f"{ingest.USAGE_FILE}.collecting"
+    assert ingest.collect(tmp_path) == 0  # written a moment ago: not yet
+    os.utime(taken, (time.time() - 5, time.time() - 5))
+    assert ingest.collect(tmp_path) == 3
+    assert not taken.exists()
+    assert ingest.ingest(lines) == 0  # a cocoond that stopped before removing the file reads it again
+    assert UsageRecord.objects.count() == 3
+
+
+def test_records_are_priced_and_attributed_and_an_agent_of_another_sandbox_is_not_believed():
+    mine, other = sandbox("mine"), sandbox("other")
+    schedule = Schedule.objects.create(name="nightly", cron="0 3 * * *", template={})
+    task = Task.objects.create(title="t", prompt="p", workflow=[], schedule=schedule, sandbox_id=mine.id)
+    worker = Agent.objects.create(sandbox=mine, profile="claude-code", task_id=task.id)
+    victim = Agent.objects.create(sandbox=other, profile="claude-code")
+    assert (
+        ingest.ingest([line(mine.id, worker.id), line(mine.id, victim.id), line(mine.id, model="x-unknown")])
+        == 3
+    )
+    own = UsageRecord.objects.get(agent_id=worker.id)
+    assert (own.task_id, own.schedule_id, own.priced) == (task.id, schedule.id, True)
+    # claude-sonnet-4*: 3 in, 15 out, 3.75 cache write, 0.30 cache read per million tokens
+    assert own.cost == Decimal("0.003") + Decimal("0.003") + Decimal("0.001125") + Decimal("0.0012")
+    forged = UsageRecord.objects.exclude(pk=own.pk).filter(model="claude-sonnet-4-5").get()
+    assert (forged.sandbox_id, forged.agent_id) == (mine.id, "")  # counted for its own sandbox only
+    unpriced = UsageRecord.objects.get(model="x-unknown")
+    assert (unpriced.priced, unpriced.cost) == (False, 0)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b"[1, 2]",
+        json.dumps({"id": "../../etc", "sandboxId": "sb_a", "at": 1}).encode(),
+        json.dumps({"id": "a" * 32, "sandboxId": "sb_a'; drop", "at": 1}).encode(),
+        json.dumps({"id": "a" * 32, "sandboxId": "sb_a", "agentId": "root", "at": 1}).encode(),
+        json.dumps({"id": "a" * 32, "sandboxId": "sb_a", "at": "yesterday"}).encode(),
+        json.dumps({"id": "a" * 32, "sandboxId": "sb_a", "at": 1e300}).encode(),
+    ],
+)
+def test_a_line_that_is_no_record_is_skipped(raw):
+    assert ingest.ingest([raw]) == 0
+
+
+def test_hostile_fields_are_bounded():
+    box = sandbox("s")
+    raw = line(box.id, model="m" * 5000 + "\x1b[31m", inputTokens=-1, outputTokens=10**15, status=70000)
+    assert ingest.ingest([raw]) == 1
+    record = UsageRecord.objects.get()
+    assert len(record.model) == 200
+    assert "\x1b" not in record.model
+    assert (record.input_tokens, record.output_tokens, record.status) == (0, 0, 0)
+
+
+def test_summary_and_pages():
+    a, b = sandbox("a"), sandbox("b")
+    worker = Agent.objects.create(sandbox=a, profile="claude-code")
+    ingest.ingest([line(a.id, worker.id) for _ in range(5)] + [line(b.id, model="gpt-5", provider="openai")])
+    summary = call("usage.summary", {"groupBy": "agent"}, AGENT_ACTOR)
+    assert summary["currency"] == "USD"
+    assert summary["total"]["requests"] == 6
+    assert summary["total"]["inputTokens"] == 6000
+    by_agent = {group["key"]: group for group in summary["groups"]}
+    assert by_agent[worker.id]["requests"] == 5
+    assert by_agent[""]["requests"] == 1
+    assert by_agent[worker.id]["cost"] == pytest.approx(5 * 0.008325)
+    days = call("usage.summary", {"groupBy": "day", "sandboxId": b.id})["groups"]
+    assert len(days) == 1
+    assert days[0]["requests"] == 1
+    assert [group["key"] for group in call("usage.summary", {"groupBy": "model"})["groups"]] == [
+        "claude-sonnet-4-5",
+        "gpt-5",
+    ]
+
+    seen, cursor = [], None
+    while True:
+        page = call("usage.records", {"limit": 2} | ({"cursor": cursor} if cursor else {}), AGENT_ACTOR)
+        seen += [record["id"] for record in page["records"]]
+        cursor = page["next"]
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen)) == 6
+    with pytest.raises(InvalidParams):
+        call("usage.records", {"cursor": "garbage|x"})

@@ -1,0 +1,55 @@
+"""Usage metered for real: the real Claude Code and Codex CLIs in sandboxes talk through the credential
+proxy to local stand-ins of their APIs, which report realistic usage (SSE); cocoon's records match what
+the stand-ins reported, token for token, attributed to the agent."""
+
+from collections import Counter
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.llm_standin import AnthropicStandIn, OpenAIStandIn
+from tests.test_agents_e2e import stage, wait  # noqa: F401 - stage is a fixture
+
+pytestmark = pytest.mark.e2e
+
+CLIS = {
+    "claude-code": (AnthropicStandIn, "ANTHROPIC_API_KEY", {"kind": "anthropic", "auth": "x-api-key"}),
+    "codex": (OpenAIStandIn, "OPENAI_API_KEY", {"kind": "openai", "auth": "bearer"}),
+}
+ANSWERS = ("/v1/messages", "/v1/responses")  # where the answers with usage come from (not count_tokens)
+
+
+def tokens(entry: dict) -> tuple[int, int, int, int]:
+    return (entry["inputTokens"], entry["outputTokens"], entry["cacheWriteTokens"], entry["cacheReadTokens"])
+
+
+@pytest.mark.parametrize("profile", CLIS)
+def test_the_records_match_what_the_provider_reported_token_for_token(toolbox_cocoond, stage, profile):  # noqa: F811
+    cocoond = toolbox_cocoond
+    standin, secret, provider = CLIS[profile]
+    llm, sandbox = stage(standin, secret)
+    name = f"usage-{profile}"
+    cocoond.call("settings.update", {"providers": {name: provider | {"baseUrl": llm.url, "secret": secret}}})
+    try:
+        agent = cocoond.call(
+            "agent.spawn",
+            {"sandboxId": sandbox["id"], "profile": profile, "prompt": "Say hello.", "providers": [name]},
+        )
+        wait(cocoond, agent, "done", llm)
+        assert llm.usage, "the CLI asked the stand-in nothing"
+
+        def answered() -> list[dict]:
+            records = cocoond.call("usage.records", {"agentId": agent["id"], "limit": 1000})["records"]
+            found = [record for record in records if record["path"].endswith(ANSWERS)]
+            return found if len(found) >= len(llm.usage) else []
+
+        records = wait_until(answered, timeout=30)
+        assert Counter(map(tokens, records)) == Counter(map(tokens, llm.usage))
+        assert {(record["sandboxId"], record["provider"], record["status"]) for record in records} == {
+            (sandbox["id"], name, 200)
+        }
+        assert all(record["stream"] and record["complete"] and record["priced"] for record in records)
+        total = cocoond.call("usage.summary", {"groupBy": "agent", "agentId": agent["id"]})["total"]
+        assert total["outputTokens"] == sum(used["outputTokens"] for used in llm.usage)
+    finally:
+        cocoond.call("settings.reset", {"keys": [f"providers.{name}"]})

@@ -1,0 +1,36 @@
+from django.db import models
+
+
+class UsageRecord(models.Model):
+    """One request of an agent through the credential proxy: what it asked, what it used, its cost.
+
+    The id is the proxy's own (random, per request): a record read twice (a restart between reading the
+    proxy's file and removing it) is stored once.
+    """
+
+    id = models.CharField(primary_key=True, max_length=32)
+    at = models.DateTimeField(db_index=True)  # when the request came
+    sandbox_id = models.CharField(max_length=40, db_index=True)
+    agent_id = models.CharField(max_length=40, blank=True, db_index=True)
+    task_id = models.CharField(max_length=40, blank=True, db_index=True)
+    schedule_id = models.CharField(max_length=40, blank=True, db_index=True)
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=200, blank=True)
+    method = models.CharField(max_length=16)
+    path = models.CharField(max_length=300)
+    status = models.PositiveSmallIntegerField()  # 0: no answer came
+    stream = models.BooleanField(default=False)
+    complete = models.BooleanField(default=False)  # the answer ended as its framing said (not cut short)
+    latency_ms = models.FloatField()
+    input_tokens = models.PositiveBigIntegerField(default=0)  # without the cached ones
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)  # settings usage.currency
+    priced = models.BooleanField(default=False)  # a price matched its provider and model
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.provider} {self.model}"

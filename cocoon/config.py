@@ -95,19 +95,24 @@ DEFAULTS: dict[str, Any] = {
     "notifications": {"channels": {}, "linkMinutes": 240},
     # What LLM requests cost (usage.ingest prices each record the credential proxy meters): per million
     # tokens, the first entry whose provider (a provider id, its kind, or *) and model (a glob) match.
-    # Defaults: the list prices of the models the built-in profiles use; edit them to your contract.
+    # Defaults: Anthropic's and OpenAI's list prices (2026) of the models Claude Code 2.1 and Codex 0.171
+    # use; cache writes at Anthropic's 5-minute rate. Codex's default gpt-6.2-sol has no published price
+    # yet: the "*-sol" tiers are priced as GPT-5.6 Sol. Edit them to your contract.
     "usage": {
         "currency": "USD",
         "prices": [
-            price("anthropic", "claude-opus-4-5*", 5, 25, 6.25, 0.5),
+            price("anthropic", "claude-fable-5*", 10, 50, 12.5, 1),
+            price("anthropic", "claude-opus-4-[5-9]*", 5, 25, 6.25, 0.5),
             price("anthropic", "claude-opus-4*", 15, 75, 18.75, 1.5),
             price("anthropic", "claude-sonnet-4*", 3, 15, 3.75, 0.3),
             price("anthropic", "claude-haiku-4*", 1, 5, 1.25, 0.1),
-            price("anthropic", "claude-3-5-haiku*", 0.8, 4, 1, 0.08),
+            price("openai", "gpt-*-sol*", 5, 30, 0, 0.5),
+            price("openai", "gpt-*-terra*", 2.5, 15, 0, 0.25),
+            price("openai", "gpt-*-luna*", 1, 6, 0, 0.1),
+            price("openai", "gpt-5.5*", 5, 30, 0, 0.5),
+            price("openai", "gpt-5.4*", 2.5, 15, 0, 0.25),
             price("openai", "gpt-5-mini*", 0.25, 2, 0, 0.025),
-            price("openai", "gpt-5-nano*", 0.05, 0.4, 0, 0.005),
             price("openai", "gpt-5*", 1.25, 10, 0, 0.125),
-            price("openai", "gpt-4.1*", 2, 8, 0, 0.5),
         ],
     },
 }

@@ -16,7 +16,7 @@ CLIS = {
     "claude-code": (AnthropicStandIn, "ANTHROPIC_API_KEY", {"kind": "anthropic", "auth": "x-api-key"}),
     "codex": (OpenAIStandIn, "OPENAI_API_KEY", {"kind": "openai", "auth": "bearer"}),
 }
-ANSWERS = ("/v1/messages", "/v1/responses")  # where the answers with usage come from (not count_tokens)
+ANSWERS = ("/messages", "/responses")  # where the answers with usage come from (not count_tokens)
 
 
 def tokens(entry: dict) -> tuple[int, int, int, int]:

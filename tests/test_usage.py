@@ -145,3 +145,17 @@ def test_summary_and_pages():
     assert len(seen) == len(set(seen)) == 6
     with pytest.raises(InvalidParams):
         call("usage.records", {"cursor": "garbage|x"})
+
+
+def test_a_streams_record_at_its_start_is_replaced_by_the_one_at_its_end_never_the_other_way():
+    box = sandbox("s")
+    start = line(box.id, outputTokens=1, complete=False)
+    end = json.dumps(json.loads(start) | {"outputTokens": 900, "complete": True}).encode()
+    assert ingest.ingest([start]) == 1  # a proxy killed mid-stream leaves this
+    assert (UsageRecord.objects.get().output_tokens, UsageRecord.objects.get().complete) == (1, False)
+    assert ingest.ingest([end]) == 0
+    assert (UsageRecord.objects.get().output_tokens, UsageRecord.objects.get().complete) == (900, True)
+    assert ingest.ingest([start]) == 0  # its file read again after a restart
+    assert UsageRecord.objects.get().output_tokens == 900
+    assert ingest.ingest([start, end]) == 0
+    assert UsageRecord.objects.count() == 1

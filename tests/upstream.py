@@ -28,6 +28,21 @@ NAMES = ["allowed.invalid", "api.allowed.invalid", "denied.invalid", "llm.invali
 STANDIN_KEY = "real-upstream-key-0123456789abcdef"
 
 
+# /slow-messages: what its stream says at the start, and how long until its end.
+SLOW_MODEL = "claude-sonnet-4-5"
+SLOW_USAGE = {
+    "input_tokens": 321,
+    "cache_creation_input_tokens": 0,
+    "cache_read_input_tokens": 0,
+    "output_tokens": 1,
+}
+HOLD_S = 20
+
+
+def anthropic_event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps({'type': name} | data)}\n\n".encode()
+
+
 class Recorder(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     record_file = ""
@@ -96,6 +111,20 @@ class Recorder(BaseHTTPRequestHandler):
             while size > 0:
                 self.wfile.write(chunk[:size])
                 size -= len(chunk)
+            return
+        if self.path.endswith("/slow-messages"):  # an Anthropic stream whose end comes after HOLD_S
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(
+                anthropic_event("message_start", {"message": {"model": SLOW_MODEL, "usage": SLOW_USAGE}})
+            )
+            self.wfile.flush()
+            time.sleep(HOLD_S)
+            self.wfile.write(anthropic_event("message_delta", {"usage": {"output_tokens": 77}}))
+            self.wfile.write(anthropic_event("message_stop", {}))
+            self.close_connection = True
             return
         if self.path.endswith("/sse"):
             self.send_response(200)

@@ -4,7 +4,9 @@ The proxy appends one JSON line per request to usage.jsonl in the egress directo
 each line. Each tick moves the file aside (the proxy's next line starts a new one) and reads the file it
 moved aside at the tick before, once no write has touched it for a moment: a line being written while
 the file was moved still lands in it, and is read. A record has the proxy's random id: read twice (a
-cocoond that stopped between reading and removing), it is stored once.
+cocoond that stopped between reading and removing), it is stored once. A streamed answer has two lines
+under one id: one at its start (what a proxy killed mid-stream leaves) and one at its end, which
+replaces it.
 
 What the proxy writes came from a provider's answer and a sandbox's request: every field is checked, and
 a record that names an agent of another sandbox counts for its sandbox alone.
@@ -79,14 +81,22 @@ def ingest(lines: list[bytes]) -> int:
     )
     for record in records:
         _price(record, prices, kinds.get(record.provider, ""))
+    latest = {record.pk: record for record in records}  # a request's later line knows more
     stored = 0
     with transaction.atomic():
-        for start in range(0, len(records), BATCH):
-            batch = records[start : start + BATCH]
-            known = set(UsageRecord.objects.filter(pk__in=[r.pk for r in batch]).values_list("pk", flat=True))
+        pending = list(latest.values())
+        for start in range(0, len(pending), BATCH):
+            batch = pending[start : start + BATCH]
+            known = dict(
+                UsageRecord.objects.filter(pk__in=[r.pk for r in batch]).values_list("pk", "complete")
+            )
             fresh = [record for record in batch if record.pk not in known]
             UsageRecord.objects.bulk_create(fresh, ignore_conflicts=True)
             stored += len(fresh)
+            # The end of a stream whose start was stored; never the other way round (a file read again).
+            for record in batch:
+                if record.pk in known and record.complete and not known[record.pk]:
+                    record.save(force_update=True)
     return stored
 
 

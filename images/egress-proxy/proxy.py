@@ -26,6 +26,7 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -437,15 +438,23 @@ def send_head(
     upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
 
 
-def forward_response(upstream: Any, connection: socket.socket, meter: "Meter | None" = None) -> None:
+def forward_response(
+    upstream: Any,
+    connection: socket.socket,
+    meter: "Meter | None" = None,
+    first_usage: Callable[[], None] | None = None,
+) -> None:
     """The upstream's answer back to the client, piece by piece as it arrives (a meter reads each piece
-    after it went on). One way only: what the client sends now is not read, so it can never reach the
-    upstream."""
+    after it went on; first_usage is called once it has read usage, e.g. at a stream's start). One way
+    only: what the client sends now is not read, so it can never reach the upstream."""
     upstream.settimeout(IDLE_TIMEOUT_S)
     while data := upstream.recv(PIECE):
         connection.sendall(data)
         if meter is not None:
             meter.feed(data)
+            if first_usage is not None and meter.tokens and not meter.done:
+                first_usage()
+                first_usage = None
     if meter is not None:
         meter.end()
 
@@ -782,7 +791,19 @@ class CredentialHandler(Handler):
             except (ssl.SSLError, OSError):
                 upstream.close()
                 raise Denied("tls_failed", 502) from None
-        meter, started, at = Meter(), time.monotonic(), time.time()
+        meter, started, at, record_id = Meter(), time.monotonic(), time.time(), os.urandom(16).hex()
+
+        def note() -> None:
+            """The request's record as far as it goes: at a stream's start (so that a proxy killed
+            mid-stream loses nothing counted) and at its end, under the same id."""
+            with contextlib.suppress(OSError):
+                write_usage(
+                    {"id": record_id, "at": at, "sandboxId": sandbox.get("id"), "agentId": agent}
+                    | {"provider": provider_id, "method": request.method, "path": rest.split("?")[0][:300]}
+                    | {"latencyMs": round((time.monotonic() - started) * 1000, 1)}
+                    | meter.record()
+                )
+
         try:
             with upstream:
                 authority = host if port == (443 if secure else 80) else f"{host}:{port}"
@@ -793,15 +814,9 @@ class CredentialHandler(Handler):
                 auth.append(("Accept-Encoding", "identity"))
                 send_head(upstream, request, path, authority, auth, drop, self.length is None)
                 forward_body(self.length, self.reader, upstream)
-                forward_response(upstream, self.connection, meter)
+                forward_response(upstream, self.connection, meter, first_usage=note)
         finally:  # also for an answer cut short: what was used until then
-            with contextlib.suppress(OSError):
-                write_usage(
-                    {"id": os.urandom(16).hex(), "at": at, "sandboxId": sandbox.get("id"), "agentId": agent}
-                    | {"provider": provider_id, "method": request.method, "path": rest.split("?")[0][:300]}
-                    | {"latencyMs": round((time.monotonic() - started) * 1000, 1)}
-                    | meter.record()
-                )
+            note()
 
     @staticmethod
     def _check_placeholder(request: Request, provider: dict[str, Any], sandbox: dict[str, Any]) -> str | None:

@@ -121,3 +121,40 @@ def test_a_policy_file_the_proxy_cannot_use_is_refused_and_the_last_good_one_ser
     cocoond.call("egress.allow", {"host": "later.allowed.invalid"})
     assert green(cocoond)["policyVersion"] > good["policyVersion"]
     served_as_before(cocoond, sandbox, "after")
+
+
+def test_a_proxy_killed_mid_stream_loses_no_usage_it_counted_and_counts_nothing_twice(own, docker_client):
+    """A stream's usage is recorded at its start: the proxy killed before its end leaves that record,
+    once, also after cocoond restarts (which reads the proxy's file again if it had not removed it)."""
+    from tests.test_egress import STANDIN, STANDIN_KEY, sh
+    from tests.upstream import SLOW_USAGE
+
+    cocoond, sandbox = own
+    cocoond.call("settings.update", {"providers": {"standin": STANDIN}})
+    cocoond.call("secrets.set", {"name": "STANDIN_SECRET", "value": STANDIN_KEY})
+    agent = cocoond.call(
+        "agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell", "providers": ["standin"]}
+    )
+    cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["idle"], "timeoutS": 20})
+    cocoond.call(
+        "agent.send_input",
+        {
+            "agentId": agent["id"],
+            "text": 'curl -sSN -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/slow-messages"',
+        },
+    )
+
+    def started() -> list[dict[str, Any]]:
+        return cocoond.call("usage.records", {"agentId": agent["id"]})["records"]
+
+    [record] = wait_until(started, timeout=20)  # the stream's start, while its end is still 20 s off
+    assert (record["inputTokens"], record["outputTokens"], record["complete"]) == (
+        SLOW_USAGE["input_tokens"],
+        1,
+        False,
+    )
+    proxy_container(docker_client, cocoond.instance).kill()
+    cocoond.restart()
+    time.sleep(5)  # two of the usage ticks
+    assert started() == [record]
+    assert sh(cocoond, sandbox, "true")["exitCode"] == 0

@@ -26,6 +26,7 @@ from cocoon.errors import Timeout
 from cocoon.registry import Call, registry
 from cocoon.schema import (
     BOOLEAN,
+    BUDGET,
     EMPTY,
     ENV,
     array,
@@ -52,6 +53,7 @@ from sandboxes.schemas import SANDBOX_ID
             "model": string(minLength=1, maxLength=200),
             "cols": integer(minimum=20, maximum=500),
             "rows": integer(minimum=5, maximum=300),
+            "budget": BUDGET,
         },
         required=("sandboxId", "profile"),
     ),
@@ -68,6 +70,7 @@ def agent_spawn(call: Call) -> dict[str, Any]:
         env=params.get("env"),
         providers=params.get("providers"),
         model=params.get("model"),
+        budget=params.get("budget"),
         cols=params.get("cols", 120),
         rows=params.get("rows", 40),
     )

@@ -59,6 +59,8 @@ class Agent(models.Model):
     # The sandbox's boot (its PID 1's start time) when the session was started: a session gone after
     # the sandbox booted again was ended by an engine or host restart, not by the agent.
     sandbox_boot = models.CharField(max_length=20, blank=True)
+    # What it may spend ({cost?, tokens?}, cocoon.schema.BUDGET); None: no limit of its own.
+    budget = models.JSONField(null=True, blank=True)
     # The task it works for (a step of a task's workflow), if any: its usage counts for the task too.
     task_id = models.CharField(max_length=40, blank=True, db_index=True)
     # The CLI's own session (Claude Code's session id, Codex's thread id) as its hooks last named it.

@@ -11,6 +11,7 @@ from agents.tmux import KEYS
 from cocoon.config import SECRET_NAME_PATTERN
 from cocoon.schema import (
     BOOLEAN,
+    BUDGET,
     ENV,
     INTEGER,
     STRING,
@@ -42,6 +43,7 @@ AGENT = obj(
         "exitReason": nullable(enum(*ExitReason.values)),
         "cliSessionId": nullable(STRING),  # the CLI's own session (what a resume picks up), once known
         "taskId": nullable(STRING),  # the task it works for (a step of its workflow), if any
+        "budget": nullable(BUDGET),
         "createdAt": TIMESTAMP,
         "lastActivityAt": TIMESTAMP,
     }
@@ -110,6 +112,7 @@ def serialize_agent(agent: Agent) -> dict[str, Any]:
         "exitReason": agent.exit_reason or None,
         "cliSessionId": agent.cli_session_id or None,
         "taskId": agent.task_id or None,
+        "budget": agent.budget,
         "createdAt": agent.created_at.isoformat(),
         "lastActivityAt": agent.last_activity_at.isoformat(),
     }

@@ -130,6 +130,7 @@ def spawn_agent(
     cols: int = 120,
     rows: int = 40,
     task_id: str = "",
+    budget: dict[str, Any] | None = None,
 ) -> Agent:
     sandbox = get_sandbox(sandbox_id).ensure_running()
     profile = get_profile(profile_name)
@@ -143,6 +144,7 @@ def spawn_agent(
         status=AgentStatus.WORKING if prompt else AgentStatus.UNKNOWN,
         last_input_at=timezone.now() if prompt else None,
         task_id=task_id,
+        budget=budget,
     )
     command = list(profile.command)
     if prompt and profile.prompt_mode == PromptMode.ARGUMENT:

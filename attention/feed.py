@@ -207,6 +207,29 @@ def on_task(event: Event) -> None:
     )
 
 
+@events.observe("usage.budget")
+def on_budget(event: Event) -> None:
+    """A budget nearly or wholly spent needs someone to raise it (or to stop what spends it)."""
+    budget = event["data"]
+    subject = f"{budget['scope']}:{budget['subject']}"
+    items = Item.objects.filter(subject=subject, kind=AttentionKind.BUDGET)
+    if budget["state"] == "ok":
+        close_items(items)
+        return
+    limit = ", ".join(f"{value} {unit}" for unit, value in budget["budget"].items())
+    spent = f"{budget['spentCost']:.2f} cost, {budget['spentTokens']} tokens"
+    params = {"scope": budget["scope"], "subject": budget["subject"], "state": budget["state"]}
+    where = {
+        "sandbox_id": budget["sandboxId"] or "",
+        "agent_id": budget["agentId"] or "",
+        "task_id": budget["taskId"] or "",
+    }
+    before = live(AttentionKind.BUDGET, subject)
+    item = open_item(AttentionKind.BUDGET, subject, params=params, detail=f"{spent} of {limit}", **where)
+    if before is not None and before.params.get("state") != budget["state"]:  # warned, now spent: again
+        notify.schedule(item)
+
+
 @events.observe("schedule.deleted")
 def on_schedule_deleted(event: Event) -> None:
     close_items(Item.objects.filter(subject=event["data"]["id"], kind=AttentionKind.SCHEDULE_FAILED))

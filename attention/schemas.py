@@ -21,6 +21,7 @@ TITLES = {
     AttentionKind.TASK_FAILED: _("Task %(title)s failed."),
     AttentionKind.SCHEDULE_FAILED: _("Schedule %(name)s could not start a run."),
     AttentionKind.SETUP: _("The setup checklist is not ok: %(checks)s."),
+    AttentionKind.BUDGET: _("The budget of %(scope)s %(subject)s is %(state)s."),
 }
 ITEM = obj(
     {

@@ -40,6 +40,7 @@ class AttentionKind(models.TextChoices):
     TASK_FAILED = "task_failed", "task failed"
     SCHEDULE_FAILED = "schedule_failed", "schedule could not start a run"
     SETUP = "setup", "setup checklist"  # an item of the setup checklist is not ok
+    BUDGET = "budget", "budget"  # an agent's, a task's or the daily budget is nearly or wholly spent
 
 
 class ChannelType(models.TextChoices):

@@ -70,6 +70,7 @@ class Methods:
         model: str | None = None,
         cols: int | None = None,
         rows: int | None = None,
+        budget: dict | None = None,
     ) -> Any:
         """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders."""
         return self.call(
@@ -84,6 +85,7 @@ class Methods:
                     "model": model,
                     "cols": cols,
                     "rows": rows,
+                    "budget": budget,
                 }
             ),
         )
@@ -588,6 +590,7 @@ class Methods:
         sandbox_id: str | None = None,
         sandbox: dict | None = None,
         workflow: list | None = None,
+        budget: dict | None = None,
     ) -> Any:
         """Create a task and start it at once. A task: prompt, a new sandbox (sandbox: sandbox.create fields) or an existing one (sandboxId), and a workflow of steps run one after another, each an agent (profile) with a prompt template ({{prompt}}, {{taskId}}, {{reportFile}}, {{workdir}}, {{step}}, {{reportInstructions}}) and a timeout (default: one claude-code step). The last agent writes a JSON report {ok, summary, autoClose, details?} to $COCOON_REPORT_FILE (<workdir>/.cocoon/report/<taskId>.json): ok + autoClose -> done and the task's own sandbox removed (its diff kept); otherwise review."""
         return self.call(
@@ -599,6 +602,7 @@ class Methods:
                     "sandboxId": sandbox_id,
                     "sandbox": sandbox,
                     "workflow": workflow,
+                    "budget": budget,
                 }
             ),
         )
@@ -637,6 +641,10 @@ class Methods:
         """Whether the agent toolbox (/opt/agents) is installed, and its package versions."""
         return self.call("toolbox.status", _params({}))
 
+    def usage_budgets(self, *, state: str | None = None) -> Any:
+        """Every budget as last judged after an ingest: its scope (agent, task, day), what it allows, what was spent, and its state (ok; warned: settings usage.notifyAt of it spent; exceeded: requests refused)."""
+        return self.call("usage.budgets", _params({"state": state}))
+
     def usage_records(
         self,
         *,
@@ -664,6 +672,14 @@ class Methods:
                     "cursor": cursor,
                 }
             ),
+        )
+
+    def usage_set_budget(
+        self, *, budget: Any, agent_id: str | None = None, task_id: str | None = None
+    ) -> Any:
+        """Set an agent's or a task's budget ({cost?, tokens?}; null removes it) and judge it at once: raised past what was spent, its requests pass the credential proxy again as soon as it has loaded the new policy (this call waits for that)."""
+        return self.call(
+            "usage.set_budget", _params({"agentId": agent_id, "taskId": task_id, "budget": budget})
         )
 
     def usage_summary(
@@ -757,6 +773,7 @@ class AsyncMethods:
         model: str | None = None,
         cols: int | None = None,
         rows: int | None = None,
+        budget: dict | None = None,
     ) -> Any:
         """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders."""
         return await self.call(
@@ -771,6 +788,7 @@ class AsyncMethods:
                     "model": model,
                     "cols": cols,
                     "rows": rows,
+                    "budget": budget,
                 }
             ),
         )
@@ -1285,6 +1303,7 @@ class AsyncMethods:
         sandbox_id: str | None = None,
         sandbox: dict | None = None,
         workflow: list | None = None,
+        budget: dict | None = None,
     ) -> Any:
         """Create a task and start it at once. A task: prompt, a new sandbox (sandbox: sandbox.create fields) or an existing one (sandboxId), and a workflow of steps run one after another, each an agent (profile) with a prompt template ({{prompt}}, {{taskId}}, {{reportFile}}, {{workdir}}, {{step}}, {{reportInstructions}}) and a timeout (default: one claude-code step). The last agent writes a JSON report {ok, summary, autoClose, details?} to $COCOON_REPORT_FILE (<workdir>/.cocoon/report/<taskId>.json): ok + autoClose -> done and the task's own sandbox removed (its diff kept); otherwise review."""
         return await self.call(
@@ -1296,6 +1315,7 @@ class AsyncMethods:
                     "sandboxId": sandbox_id,
                     "sandbox": sandbox,
                     "workflow": workflow,
+                    "budget": budget,
                 }
             ),
         )
@@ -1336,6 +1356,10 @@ class AsyncMethods:
         """Whether the agent toolbox (/opt/agents) is installed, and its package versions."""
         return await self.call("toolbox.status", _params({}))
 
+    async def usage_budgets(self, *, state: str | None = None) -> Any:
+        """Every budget as last judged after an ingest: its scope (agent, task, day), what it allows, what was spent, and its state (ok; warned: settings usage.notifyAt of it spent; exceeded: requests refused)."""
+        return await self.call("usage.budgets", _params({"state": state}))
+
     async def usage_records(
         self,
         *,
@@ -1363,6 +1387,14 @@ class AsyncMethods:
                     "cursor": cursor,
                 }
             ),
+        )
+
+    async def usage_set_budget(
+        self, *, budget: Any, agent_id: str | None = None, task_id: str | None = None
+    ) -> Any:
+        """Set an agent's or a task's budget ({cost?, tokens?}; null removes it) and judge it at once: raised past what was spent, its requests pass the credential proxy again as soon as it has loaded the new policy (this call waits for that)."""
+        return await self.call(
+            "usage.set_budget", _params({"agentId": agent_id, "taskId": task_id, "budget": budget})
         )
 
     async def usage_summary(

@@ -100,6 +100,10 @@ DEFAULTS: dict[str, Any] = {
     # yet: the "*-sol" tiers are priced as GPT-5.6 Sol. Edit them to your contract.
     "usage": {
         "currency": "USD",
+        # What all agents together may spend in a day (UTC), in the currency; 0: no cap.
+        "dailyCap": 0,
+        # An attention item when this share of a budget is spent (and one when all of it is).
+        "notifyAt": 0.8,
         "prices": [
             price("anthropic", "claude-fable-5*", 10, 50, 12.5, 1),
             price("anthropic", "claude-opus-4-[5-9]*", 5, 25, 6.25, 0.5),
@@ -268,6 +272,8 @@ SETTINGS_SCHEMA: Schema = obj(
         "usage": obj(
             {
                 "currency": string(pattern="^[A-Z]{3}$"),
+                "dailyCap": {"type": "number", "minimum": 0, "maximum": 1_000_000_000},
+                "notifyAt": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
                 "prices": array(
                     obj(
                         {
@@ -280,7 +286,7 @@ SETTINGS_SCHEMA: Schema = obj(
                     maxItems=500,
                 ),
             },
-            required=("currency", "prices"),
+            required=("currency", "dailyCap", "notifyAt", "prices"),
         ),
         "notifications": obj(
             {

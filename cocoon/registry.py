@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 
 from cocoon.actors import Actor
 from cocoon.errors import CocoonError, ErrorCode, RpcError
-from cocoon.schema import EMPTY, Schema, compile_schema, validate
+from cocoon.schema import EMPTY, Schema, compile_schema, integral, validate
 
 Language = str | Callable[[], str]
 
@@ -149,6 +149,7 @@ class Registry:
         if not isinstance(params, dict):
             raise RpcError(ErrorCode.INVALID_REQUEST, PARAMS_NOT_OBJECT)
         validate(method.params_validator, params)
+        params = integral(method.params, params)
         try:
             result = method.handler(
                 Call(params=params, actor=actor, language=language, connection=connection)

@@ -27,6 +27,17 @@ def timestamp(value: datetime | None) -> str | None:
 
 
 EMPTY: Schema = {"type": "object", "additionalProperties": False}
+# A spending limit (agent.spawn, task.create, usage.set_budget): a cost in settings usage.currency, tokens
+# (input, output and cache tokens together), or both; the credential proxy refuses requests past it.
+BUDGET: Schema = {
+    "type": "object",
+    "properties": {
+        "cost": {"type": "number", "exclusiveMinimum": 0, "maximum": 1_000_000_000},
+        "tokens": {"type": "integer", "minimum": 1, "maximum": 10**15},
+    },
+    "additionalProperties": False,
+    "minProperties": 1,
+}
 # Environment variables: {NAME: value}.
 ENV: Schema = {
     "type": "object",
@@ -141,3 +152,19 @@ def zone(name: str, path: str = "timezone") -> tzinfo:
         message = interpolate_lazy(_("Unknown timezone %(name)s."), {"name": name})
         raise field_error(path, message, "unknown_timezone")
     return ZoneInfo(name)
+
+
+def integral(schema: Schema, value: Any) -> Any:
+    """value (valid against schema) with each number the schema calls an integer as an int: JSON
+    Schema lets 3.0 pass as an integer, and Python would not slice or range with it."""
+    if isinstance(value, float) and schema.get("type") == "integer":
+        return int(value)
+    if isinstance(value, dict):
+        properties, rest = schema.get("properties", {}), schema.get("additionalProperties")
+        return {
+            key: integral(properties.get(key, rest if isinstance(rest, dict) else {}), item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [integral(schema["items"], item) for item in value]
+    return value

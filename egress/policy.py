@@ -6,7 +6,7 @@ version it has loaded in ack.json.
 import fcntl
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,25 @@ def allowlist(document: dict[str, Any]) -> list[str]:
         if host not in hosts:
             hosts.append(host)
     return hosts
+
+
+Refusals = dict[str, Any]  # {"all": str, "sandboxes": {id: str}, "agents": {id: str}}
+_refusal_sources: list[Callable[[], Refusals]] = []
+
+
+def register_refusals(source: Callable[[], Refusals]) -> None:
+    """An upper layer's requests to refuse at the credential proxy (usage: budgets that are spent)."""
+    _refusal_sources.append(source)
+
+
+def refusals() -> Refusals:
+    merged: Refusals = {"all": "", "sandboxes": {}, "agents": {}}
+    for source in _refusal_sources:
+        found = source()
+        merged["all"] = merged["all"] or found.get("all", "")
+        merged["sandboxes"] |= found.get("sandboxes", {})
+        merged["agents"] |= found.get("agents", {})
+    return merged
 
 
 def build() -> dict[str, Any]:
@@ -70,7 +89,10 @@ def build() -> dict[str, Any]:
     for provider_id, provider in providers.all_providers(document).items():
         if provider_id in granted:
             routes[provider_id] = {
-                **{key: provider.get(key, "") for key in ("baseUrl", "auth", "header", "prefix", "secret")},
+                **{
+                    key: provider.get(key, "")
+                    for key in ("kind", "baseUrl", "auth", "header", "prefix", "secret")
+                },
                 "headers": providers.auth_headers(provider, providers.key_of(provider)),
                 # The proxy's localhost is its own container; the provider meant the server.
                 "baseUrl": providers.reachable_base_url(provider["baseUrl"], driver.host_alias),
@@ -82,6 +104,9 @@ def build() -> dict[str, Any]:
         "sandboxes": sandboxes,
         "tokens": tokens,
         "providers": routes,
+        # Requests the credential proxy answers with this message instead (a budget spent, usage):
+        # {"all": message or "", "sandboxes": {id: message}, "agents": {id: message}}.
+        "refuse": refusals(),
     }
 
 

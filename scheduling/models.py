@@ -61,6 +61,7 @@ class Task(models.Model):
     steps = models.JSONField(default=list)  # [{status, agentId, startedAt, finishedAt, exitCode}]
     current_step = models.PositiveIntegerField(default=0)
     report = models.JSONField(null=True, blank=True)
+    budget = models.JSONField(null=True, blank=True)  # what its agents may spend together (schema.BUDGET)
     diff = models.JSONField(null=True, blank=True)  # {patch, files}, kept when the sandbox is gone
     schedule = models.ForeignKey(
         Schedule, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"

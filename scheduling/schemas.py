@@ -5,6 +5,7 @@ from typing import Any
 from cocoon.schema import (
     ANY_OBJECT,
     BOOLEAN,
+    BUDGET,
     INTEGER,
     STRING,
     TIMESTAMP,
@@ -39,6 +40,7 @@ TEMPLATE = obj(
         "sandboxId": SANDBOX_ID,
         "sandbox": obj({k: v for k, v in SANDBOX_CREATE["properties"].items() if k != "name"}),
         "workflow": array(obj(STEP_FIELDS, required=("profile",)), minItems=1, maxItems=20),
+        "budget": BUDGET,  # what its agents may spend together
     },
     required=("prompt",),
 )
@@ -53,6 +55,7 @@ TASK = obj(
         "reasonCode": nullable(STRING),
         "sandboxId": nullable(STRING),
         "ownSandbox": BOOLEAN,
+        "budget": nullable(BUDGET),
         "steps": array(
             obj(
                 STEP_FIELDS
@@ -117,6 +120,7 @@ def serialize_task(task: Task, language: str, *, patch: bool = True) -> dict[str
         "reasonCode": task.reason["key"] if task.reason else None,
         "sandboxId": task.sandbox_id or None,
         "ownSandbox": task.own_sandbox,
+        "budget": task.budget,
         "steps": [definition | state for definition, state in zip(task.workflow, task.steps, strict=True)],
         "currentStep": task.current_step,
         "agentIds": [state["agentId"] for state in task.steps if state.get("agentId")],

@@ -67,6 +67,7 @@ def create_task(
         schedule=schedule,
         scheduled_for=scheduled_for,
         created_by=actor.label,
+        budget=checked.get("budget"),
     )
     with transaction.atomic():
         task.save(force_insert=True)

@@ -435,3 +435,40 @@ def test_start_proxy_is_the_checklist_fix_for_a_stopped_proxy(cocoond, egress, d
     assert status["acknowledgedVersion"] == status["policyVersion"]
     items = {item["key"]: item for item in cocoond.call("system.setup_status")["items"]}
     assert items["egressProxy"]["ok"] is True
+
+
+def test_a_spent_budget_is_refused_at_the_proxy_in_the_apis_shape_until_it_is_raised(
+    cocoond, egress, upstream, provider
+):
+    """The agent's requests are metered (the stand-in's stream reports 321 tokens in, 77 out: about
+    0.0021 USD), its budget of 0.001 USD is spent after the first, and the proxy answers the next with
+    Anthropic's error shape naming the budget; raised, the very next request passes."""
+    agent = cocoond.call(
+        "agent.spawn",
+        {"sandboxId": egress["id"], "profile": "shell", "providers": [provider], "budget": {"cost": 0.001}},
+    )
+    cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["idle"], "timeoutS": 20})
+    ask = 'curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/quick-messages" > {out}'
+    first = in_agent(cocoond, agent, egress, ask.format(out="/tmp/first.txt"), "/tmp/first.txt")
+    assert "message_start" in first
+
+    def spent() -> list[dict]:
+        states = cocoond.call("usage.budgets", {"state": "exceeded"})
+        return [state for state in states if state["subject"] == agent["id"]]
+
+    [spent] = wait_until(spent, timeout=20)
+    assert (spent["scope"], spent["subject"], spent["spentTokens"]) == ("agent", agent["id"], 398)
+
+    refused = json.loads(
+        in_agent(cocoond, agent, egress, ask.format(out="/tmp/second.txt"), "/tmp/second.txt")
+    )
+    assert refused["type"] == "error"
+    assert refused["error"]["type"] == "permission_error"
+    assert f"the budget of agent {agent['id']} is spent" in refused["error"]["message"]
+    items = cocoond.call("attention.list", {"sandboxId": egress["id"]})
+    assert [item["kind"] for item in items if item["agentId"] == agent["id"]] == ["budget"]
+
+    cocoond.call("usage.set_budget", {"agentId": agent["id"], "budget": {"cost": 1}})
+    again = in_agent(cocoond, agent, egress, ask.format(out="/tmp/third.txt"), "/tmp/third.txt")
+    assert "message_start" in again
+    cocoond.call("agent.kill", {"agentId": agent["id"]})

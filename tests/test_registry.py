@@ -78,3 +78,16 @@ def test_the_core_methods_are_registered_with_their_flags():
     assert names["system.info"].agent_side
     assert names["events.subscribe"].ws_only
     assert all(method.description for method in names.values())
+
+
+@pytest.mark.django_db
+def test_a_whole_number_written_as_a_float_is_an_integer_to_the_handler():
+    """JSON Schema lets 3.0 pass as an integer; a handler slicing with it failed with a 500 (the contract
+    fuzzer found it in usage.records)."""
+    from cocoon.actors import SYSTEM_ACTOR
+
+    assert registry.dispatch("task.list", {"limit": 3.0}, SYSTEM_ACTOR, "en") == []
+    assert registry.dispatch("usage.records", {"limit": 2.0}, SYSTEM_ACTOR, "en") == {
+        "records": [],
+        "next": None,
+    }

@@ -12,7 +12,7 @@ import pytest
 from agents.models import Agent
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.choices import TokenScope
-from cocoon.errors import InvalidParams
+from cocoon.errors import CocoonError, InvalidParams
 from cocoon.registry import registry
 from sandboxes.models import Sandbox
 from scheduling.models import Schedule, Task
@@ -145,6 +145,9 @@ def test_summary_and_pages():
     assert len(seen) == len(set(seen)) == 6
     with pytest.raises(InvalidParams):
         call("usage.records", {"cursor": "garbage|x"})
+    with pytest.raises(CocoonError) as gone:
+        call("usage.records", {"cursor": "0" * 32})
+    assert gone.value.code == "not_found"
 
 
 def test_a_streams_record_at_its_start_is_replaced_by_the_one_at_its_end_never_the_other_way():
@@ -159,3 +162,88 @@ def test_a_streams_record_at_its_start_is_replaced_by_the_one_at_its_end_never_t
     assert UsageRecord.objects.get().output_tokens == 900
     assert ingest.ingest([start, end]) == 0
     assert UsageRecord.objects.count() == 1
+
+
+# -- budgets -------------------------------------------------------------------------------------------
+
+COST_PER_LINE = Decimal("0.008325")  # line(): claude-sonnet-4-5, 1000 in, 200 out, 300 + 4000 cache
+
+
+@pytest.fixture
+def budgeted(transactional_db):
+    from attention import feed  # noqa: F401 - its observers make the budget's attention items
+
+    box = sandbox("s")
+    return Agent.objects.create(
+        sandbox=box, profile="claude-code", budget={"cost": float(COST_PER_LINE * 10)}
+    )
+
+
+def test_an_agent_budget_warns_then_is_spent_and_its_requests_are_refused_until_it_is_raised(budgeted):
+    from attention.models import Item
+    from usage import budgets
+
+    agent = budgeted
+    ingest.ingest([line(agent.sandbox_id, agent.id) for _ in range(8)])
+    [state] = call("usage.budgets", {}, AGENT_ACTOR)
+    assert (state["scope"], state["subject"], state["state"]) == ("agent", agent.id, "warned")  # 80 % spent
+    assert budgets.refusals()["agents"] == {}
+    [item] = Item.objects.filter(kind="budget", agent_id=agent.id)
+    assert item.state == "open"
+
+    ingest.ingest([line(agent.sandbox_id, agent.id) for _ in range(2)])
+    assert call("usage.budgets", {"state": "exceeded"})[0]["spentCost"] == pytest.approx(
+        float(COST_PER_LINE * 10)
+    )
+    refused = budgets.refusals()["agents"][agent.id]
+    assert f"the budget of agent {agent.id} is spent" in refused
+    assert "0.08 USD of 0.08 USD" in refused
+    # The published policy carries it (what the proxy refuses by).
+    from egress import policy
+
+    assert json.loads((policy.egress_dir() / "policy.json").read_text())["refuse"]["agents"] == {
+        agent.id: refused
+    }
+    item.refresh_from_db()
+    assert (item.state, item.params["state"]) == ("open", "exceeded")
+
+    with pytest.raises(CocoonError):  # raising a budget is an admin's
+        call("usage.set_budget", {"agentId": agent.id, "budget": {"cost": 1}}, AGENT_ACTOR)
+    raised = call("usage.set_budget", {"agentId": agent.id, "budget": {"cost": 1}})
+    assert raised["state"] == "ok"
+    assert budgets.refusals()["agents"] == {}
+    assert json.loads((policy.egress_dir() / "policy.json").read_text())["refuse"]["agents"] == {}
+    item.refresh_from_db()
+    assert item.state == "closed"
+
+
+def test_a_task_budget_refuses_every_agent_of_the_task_and_a_token_budget_counts_tokens(transactional_db):
+    from usage import budgets
+
+    box = sandbox("s")
+    task = Task.objects.create(
+        title="t", prompt="p", workflow=[], sandbox_id=box.id, budget={"tokens": 10_000}
+    )
+    first = Agent.objects.create(sandbox=box, profile="claude-code", task_id=task.id)
+    second = Agent.objects.create(sandbox=box, profile="codex", task_id=task.id)
+    bystander = Agent.objects.create(sandbox=box, profile="shell")
+    ingest.ingest([line(box.id, first.id), line(box.id, second.id)])  # 2 x 5,500 tokens
+    refused = budgets.refusals()["agents"]
+    assert set(refused) == {first.id, second.id}
+    assert bystander.id not in refused
+    assert "11000 tokens of 10000 tokens" in refused[first.id]
+
+
+def test_todays_cap_refuses_everyone(transactional_db):
+    from cocoon import config
+    from usage import budgets
+
+    config.update_settings({"usage": {"dailyCap": 0.01}}, actor=SYSTEM_ACTOR)
+    box = sandbox("s")
+    ingest.ingest([line(box.id)])
+    assert budgets.refusals()["all"] == ""
+    ingest.ingest([line(box.id)])
+    assert "today's cap of all agents is spent" in budgets.refusals()["all"]
+    config.update_settings({"usage": {"dailyCap": 0}}, actor=SYSTEM_ACTOR)
+    budgets.evaluate(set(), set())
+    assert budgets.refusals()["all"] == ""

@@ -53,3 +53,37 @@ def test_the_records_match_what_the_provider_reported_token_for_token(toolbox_co
         assert total["outputTokens"] == sum(used["outputTokens"] for used in llm.usage)
     finally:
         cocoond.call("settings.reset", {"keys": [f"providers.{name}"]})
+
+
+@pytest.mark.parametrize("profile", CLIS)
+def test_a_cli_past_its_budget_is_refused_by_the_proxy_and_shows_why(toolbox_cocoond, stage, profile):  # noqa: F811
+    cocoond = toolbox_cocoond
+    standin, secret, provider = CLIS[profile]
+    llm, sandbox = stage(standin, secret)
+    name = f"budget-{profile}"
+    cocoond.call("settings.update", {"providers": {name: provider | {"baseUrl": llm.url, "secret": secret}}})
+    try:
+        params = {"sandboxId": sandbox["id"], "profile": profile, "prompt": "Say hello.", "providers": [name]}
+        agent = cocoond.call("agent.spawn", params | {"budget": {"tokens": 1}})  # spent by the first answer
+        wait(cocoond, agent, "done", llm)
+
+        def spent() -> bool:
+            return agent["id"] in {
+                state["subject"] for state in cocoond.call("usage.budgets", {"state": "exceeded"})
+            }
+
+        wait_until(spent, timeout=30)
+        asked = len(llm.requests)
+        cocoond.call("agent.send_input", {"agentId": agent["id"], "text": "Say more."})
+
+        def shown() -> str:
+            screen = cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
+            return screen if "budget of agent" in screen else ""
+
+        screen = wait_until(shown, timeout=60)
+        assert agent["id"] in screen.replace("\n", "")
+        assert len(llm.requests) == asked  # nothing more reached the provider
+        items = cocoond.call("attention.list", {"sandboxId": sandbox["id"]})
+        assert "budget" in {item["kind"] for item in items}
+    finally:
+        cocoond.call("settings.reset", {"keys": [f"providers.{name}"]})

@@ -112,7 +112,8 @@ class Recorder(BaseHTTPRequestHandler):
                 self.wfile.write(chunk[:size])
                 size -= len(chunk)
             return
-        if self.path.endswith("/slow-messages"):  # an Anthropic stream whose end comes after HOLD_S
+        if self.path.endswith(("/slow-messages", "/quick-messages")):  # an Anthropic stream; slow: its end
+            # comes HOLD_S after its start
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
@@ -121,7 +122,7 @@ class Recorder(BaseHTTPRequestHandler):
                 anthropic_event("message_start", {"message": {"model": SLOW_MODEL, "usage": SLOW_USAGE}})
             )
             self.wfile.flush()
-            time.sleep(HOLD_S)
+            time.sleep(HOLD_S if self.path.endswith("/slow-messages") else 0)
             self.wfile.write(anthropic_event("message_delta", {"usage": {"output_tokens": 77}}))
             self.wfile.write(anthropic_event("message_stop", {}))
             self.close_connection = True

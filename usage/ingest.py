@@ -31,6 +31,7 @@ from cocoon import config
 from egress import providers
 from egress.policy import egress_dir
 from scheduling.models import Task
+from usage import budgets
 from usage.models import UsageRecord
 
 logger = logging.getLogger(__name__)
@@ -97,6 +98,9 @@ def ingest(lines: list[bytes]) -> int:
             for record in batch:
                 if record.pk in known and record.complete and not known[record.pk]:
                     record.save(force_update=True)
+    if records:
+        agents = {record.agent_id for record in records} - {""}
+        budgets.evaluate(agents, {record.task_id for record in records} - {""})
     return stored
 
 

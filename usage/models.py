@@ -34,3 +34,27 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} {self.provider} {self.model}"
+
+
+class BudgetState(models.Model):
+    """How much of one budget is spent, as last judged: an agent's, a task's, or the day's cap.
+
+    A spent one (exceeded) is what the credential proxy refuses requests for (egress policy "refuse").
+    """
+
+    scope = models.CharField(max_length=10)  # agent, task, day
+    subject = models.CharField(max_length=40)  # the agent or task id, or the day (YYYY-MM-DD, UTC)
+    state = models.CharField(max_length=10, default="ok")  # ok, warned, exceeded
+    budget = models.JSONField()  # what it was judged against ({cost?, tokens?})
+    spent_cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    spent_tokens = models.PositiveBigIntegerField(default=0)
+    sandbox_id = models.CharField(max_length=40, blank=True)
+    agent_id = models.CharField(max_length=40, blank=True)
+    task_id = models.CharField(max_length=40, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "subject"], name="one_state_per_budget")]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.subject}: {self.state}"

@@ -3,7 +3,7 @@
 from decimal import Decimal
 from typing import Any
 
-from cocoon.schema import BOOLEAN, STRING, TIMESTAMP, integer, nullable, obj
+from cocoon.schema import BOOLEAN, BUDGET, STRING, TIMESTAMP, enum, integer, nullable, obj
 from usage.models import UsageRecord
 from usage.services import Group
 
@@ -33,6 +33,19 @@ RECORD = obj(
         **TOKENS,
         "cost": NUMBER,
         "priced": BOOLEAN,
+    }
+)
+BUDGET_STATE = obj(
+    {
+        "scope": enum("agent", "task", "day"),
+        "subject": STRING,
+        "state": enum("ok", "warned", "exceeded"),
+        "budget": BUDGET,
+        "spentCost": NUMBER,
+        "spentTokens": integer(minimum=0),
+        "sandboxId": nullable(STRING),
+        "agentId": nullable(STRING),
+        "taskId": nullable(STRING),
     }
 )
 SUMS = obj({"key": STRING, "requests": integer(minimum=0), **TOKENS, "cost": NUMBER})

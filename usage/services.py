@@ -10,7 +10,7 @@ from django.db.models import Count, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils.translation import gettext_lazy as _
 
-from cocoon.errors import field_error
+from cocoon.lookup import get_or_not_found
 from usage.models import UsageRecord
 
 GROUPS = {
@@ -48,17 +48,18 @@ def matching(params: dict[str, Any]) -> QuerySet[UsageRecord]:
 def page(params: dict[str, Any], limit: int) -> tuple[list[UsageRecord], str | None]:
     """One page, newest first, and the cursor of the next (None after the last)."""
     records = matching(params)
-    if cursor := params.get("cursor"):
-        at, _sep, record_id = cursor.partition("|")
-        try:
-            when = datetime.fromisoformat(at)
-        except ValueError:
-            raise field_error("cursor", _("Is not a cursor of usage.records."), "invalid_cursor") from None
-        records = records.filter(at__lte=when).exclude(at=when, id__gte=record_id)
+    if cursor := params.get("cursor"):  # the last record of the page before
+        last = get_or_not_found(
+            UsageRecord.objects.all(),
+            cursor,
+            _("Usage record %(id)s (the cursor) does not exist."),
+            id=cursor,
+        )
+        records = records.filter(at__lte=last.at).exclude(at=last.at, id__gte=last.id)
     found = list(records.order_by("-at", "-id")[: limit + 1])
     more = len(found) > limit
     found = found[:limit]
-    return found, (f"{found[-1].at.isoformat()}|{found[-1].id}" if more else None)
+    return found, (found[-1].id if more else None)
 
 
 def summary(params: dict[str, Any], group_by: str) -> tuple[list[Group], Group]:

@@ -91,6 +91,8 @@ class Policy:
         # token says which sandbox is asking: {token: sandbox}.
         self.tokens: dict[str, dict[str, Any]] = document.get("tokens", {})
         self.providers: dict[str, dict[str, Any]] = document.get("providers", {})
+        # Requests to answer with a message instead of forwarding them (spent budgets).
+        self.refuse: dict[str, Any] = document.get("refuse") or {}
         self.tls = ssl.create_default_context()
         if document.get("caBundle"):
             self.tls.load_verify_locations(cadata=document["caBundle"])
@@ -495,6 +497,29 @@ def answer(status: int, reason: str) -> bytes:
     return head.encode() + body
 
 
+def refusal(kind: str, message: str) -> bytes:
+    """A refused request's answer in the shape its API's clients show: the message names the budget."""
+    if kind == "anthropic":
+        error: dict[str, Any] = {"type": "error", "error": {"type": "permission_error", "message": message}}
+    elif kind == "openai":
+        error = {
+            "error": {
+                "message": message,
+                "type": "insufficient_quota",
+                "param": None,
+                "code": "budget_exceeded",
+            }
+        }
+    else:
+        error = {"error": {"code": "budget_exceeded", "message": message}}
+    body = json.dumps(error).encode()
+    head = (
+        f"HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
 def respond(connection: socket.socket, status: int, reason: str) -> None:
     with contextlib.suppress(OSError):
         connection.sendall(answer(status, reason))
@@ -779,6 +804,13 @@ class CredentialHandler(Handler):
         if provider is None or provider_id not in sandbox.get("grants", ()):
             raise Denied("no_grant")
         agent = self._check_placeholder(request, provider, sandbox)
+        refused = p.refuse.get("all") or p.refuse.get("agents", {}).get(agent or "")
+        refused = refused or p.refuse.get("sandboxes", {}).get(sandbox.get("id") or "")
+        if refused:
+            denied_log.add(self.client_address[0], f"p-{provider_id}", CREDENTIAL_PORT, "budget_exceeded")
+            with contextlib.suppress(OSError):
+                self.connection.sendall(refusal(provider.get("kind", ""), str(refused)[:500]))
+            return
         base = urlsplit(provider["baseUrl"])
         secure = base.scheme == "https"
         port = base.port or (443 if secure else 80)

@@ -1,0 +1,189 @@
+"""Budgets: what an agent, a task (its agents together) or all agents in a day (settings usage.dailyCap)
+may spend, judged after each ingest. A budget nearly spent (settings usage.notifyAt) or spent is a
+"usage.budget" event (attention makes it an item); a spent one makes the credential proxy refuse its
+requests with a message naming it, until the budget is raised (usage.set_budget, the settings), which
+lets requests through again as soon as the proxy has acknowledged the new policy."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Sum
+from django.utils.translation import gettext_lazy as _
+
+from agents.models import Agent
+from cocoon import activity, config, events
+from cocoon.actors import Actor
+from cocoon.choices import Visibility
+from cocoon.errors import field_error
+from cocoon.lookup import get_or_not_found
+from egress import services as egress
+from egress.policy import Refusals
+from scheduling.models import Task
+from usage.models import BudgetState, UsageRecord
+
+OK, WARNED, EXCEEDED = "ok", "warned", "exceeded"
+TOKENS = F("input_tokens") + F("output_tokens") + F("cache_write_tokens") + F("cache_read_tokens")
+
+events.register_types("usage.budget", visibility=Visibility.AGENT)
+activity.register_messages(
+    {
+        "usage.budget_warned": _(
+            "The budget of %(scope)s %(subject)s is nearly spent: %(spent)s of %(limit)s."
+        ),
+        "usage.budget_exceeded": _(
+            "The budget of %(scope)s %(subject)s is spent (%(spent)s of %(limit)s): its requests are refused."
+        ),
+        "usage.budget_ok": _("The budget of %(scope)s %(subject)s is no longer spent."),
+        "usage.budget_set": _("The budget of %(scope)s %(subject)s was set to %(limit)s."),
+    },
+    visibility=Visibility.AGENT,
+)
+
+
+def serialize_state(state: BudgetState) -> dict[str, Any]:
+    return {
+        "scope": state.scope,
+        "subject": state.subject,
+        "state": state.state,
+        "budget": state.budget,
+        "spentCost": float(state.spent_cost),
+        "spentTokens": state.spent_tokens,
+        "sandboxId": state.sandbox_id or None,
+        "agentId": state.agent_id or None,
+        "taskId": state.task_id or None,
+    }
+
+
+def describe(budget: dict[str, Any], cost: Decimal, tokens: int) -> tuple[str, str]:
+    """What was spent and the limit, in the budget's own terms."""
+    currency = config.get_settings()["usage"]["currency"]
+    spent, limit = [], []
+    if "cost" in budget:
+        spent.append(f"{cost:.2f} {currency}")
+        limit.append(f"{budget['cost']:.2f} {currency}")
+    if "tokens" in budget:
+        spent.append(f"{tokens} tokens")
+        limit.append(f"{budget['tokens']} tokens")
+    return ", ".join(spent), ", ".join(limit)
+
+
+def message(state: BudgetState) -> str:
+    """What the proxy answers a refused request with (in English: the CLI shows it as it is)."""
+    spent, limit = describe(state.budget, state.spent_cost, state.spent_tokens)
+    owner = (
+        "today's cap of all agents"
+        if state.scope == "day"
+        else f"the budget of {state.scope} {state.subject}"
+    )
+    raise_it = "An admin can raise it (usage.set_budget, or settings usage.dailyCap)."
+    return f"cocoon: {owner} is spent ({spent} of {limit}). {raise_it}"
+
+
+def _judge(scope: str, subject: str, budget: dict[str, Any], records: Any, **where: str) -> bool:
+    """Judge one budget against its records; True if its state changed (then said everywhere)."""
+    sums = records.aggregate(cost=Sum("cost"), tokens=Sum(TOKENS))
+    cost, tokens = sums["cost"] or Decimal(0), sums["tokens"] or 0
+    shares = []
+    if "cost" in budget:
+        shares.append(cost / Decimal(str(budget["cost"])))
+    if "tokens" in budget:
+        shares.append(Decimal(tokens) / Decimal(budget["tokens"]))
+    share = max(shares)
+    notify_at = Decimal(str(config.get_settings()["usage"]["notifyAt"]))
+    judged = EXCEEDED if share >= 1 else WARNED if share >= notify_at else OK
+    state, _created = BudgetState.objects.get_or_create(
+        scope=scope, subject=subject, defaults={"budget": budget, **where}
+    )
+    changed = judged != state.state
+    state.state, state.budget, state.spent_cost, state.spent_tokens = judged, budget, cost, tokens
+    state.save()
+    if changed:
+        spent, limit = describe(budget, cost, tokens)
+        params = {"scope": scope, "subject": subject, "spent": spent, "limit": limit}
+        activity.record(
+            f"usage.budget_{judged}", params, sandbox_id=state.sandbox_id, agent_id=state.agent_id
+        )
+        events.publish(
+            "usage.budget",
+            serialize_state(state),
+            sandbox_id=state.sandbox_id or None,
+            agent_id=state.agent_id or None,
+        )
+    return changed
+
+
+def evaluate(agent_ids: set[str], task_ids: set[str], *, day: bool = True) -> bool:
+    """Judge the budgets of these agents and tasks (and today's cap); the policy is published when a
+    budget turned spent or no longer spent. Returns whether any state changed."""
+    with transaction.atomic():
+        before = _exceeded()
+        changed = False
+        for agent in Agent.objects.filter(pk__in=agent_ids).filter(budget__isnull=False):
+            records = UsageRecord.objects.filter(agent_id=agent.id)
+            where = {"sandbox_id": agent.sandbox_id, "agent_id": agent.id}
+            changed |= _judge("agent", agent.id, agent.budget or {}, records, **where)
+        for task in Task.objects.filter(pk__in=task_ids).filter(budget__isnull=False):
+            records = UsageRecord.objects.filter(task_id=task.id)
+            changed |= _judge(
+                "task", task.id, task.budget or {}, records, sandbox_id=task.sandbox_id, task_id=task.id
+            )
+        if day:
+            today = datetime.now(UTC).date()
+            cap = config.get_settings()["usage"]["dailyCap"]
+            records = UsageRecord.objects.filter(at__date=today)
+            if cap:
+                changed |= _judge("day", today.isoformat(), {"cost": cap}, records)
+            else:
+                BudgetState.objects.filter(scope="day").delete()
+        spent_changed = _exceeded() != before
+    if spent_changed:
+        egress.sync(wait=True)  # a raised budget works once the proxy has loaded the policy
+    return changed
+
+
+def _exceeded() -> set[tuple[str, str]]:
+    return set(BudgetState.objects.filter(state=EXCEEDED).values_list("scope", "subject"))
+
+
+def refusals() -> Refusals:
+    """For the egress policy: today's spent cap refuses everyone, a spent agent budget that agent, a
+    spent task budget every agent of the task."""
+    found: Refusals = {"all": "", "sandboxes": {}, "agents": {}}
+    today = datetime.now(UTC).date().isoformat()
+    for state in BudgetState.objects.filter(state=EXCEEDED):
+        if state.scope == "day":
+            found["all"] = message(state) if state.subject == today else found["all"]
+        elif state.scope == "agent":
+            found["agents"][state.subject] = message(state)
+        else:
+            for agent_id in Agent.objects.filter(task_id=state.subject).values_list("pk", flat=True):
+                found["agents"][agent_id] = message(state)
+    return found
+
+
+def set_budget(
+    *, actor: Actor, budget: dict[str, Any] | None, agent_id: str = "", task_id: str = ""
+) -> BudgetState | None:
+    """Set (or with None remove) an agent's or a task's budget and judge it again at once."""
+    if bool(agent_id) == bool(task_id):
+        raise field_error("agentId", _("Name an agent or a task."), "required")
+    if agent_id:
+        owner: Agent | Task = get_or_not_found(
+            Agent.objects.all(), agent_id, _("Agent %(id)s does not exist."), id=agent_id
+        )
+    else:
+        owner = get_or_not_found(Task.objects.all(), task_id, _("Task %(id)s does not exist."), id=task_id)
+    scope, subject = ("agent", agent_id) if agent_id else ("task", task_id)
+    with transaction.atomic():
+        type(owner).objects.filter(pk=owner.pk).update(budget=budget)
+        limit = describe(budget, Decimal(0), 0)[1] if budget else "-"
+        activity.record("usage.budget_set", {"scope": scope, "subject": subject, "limit": limit}, actor=actor)
+        if budget is None:
+            BudgetState.objects.filter(scope=scope, subject=subject).delete()
+    evaluate({agent_id} - {""}, {task_id} - {""}, day=False)
+    if budget is None:
+        egress.sync(wait=True)
+        return None
+    return BudgetState.objects.get(scope=scope, subject=subject)

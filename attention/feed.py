@@ -216,7 +216,9 @@ def on_budget(event: Event) -> None:
     if budget["state"] == "ok":
         close_items(items)
         return
-    limit = ", ".join(f"{value} {unit}" for unit, value in budget["budget"].items())
+    limit = ", ".join(
+        f"{budget['budget'][unit]} {unit}" for unit in ("cost", "tokens") if unit in budget["budget"]
+    )
     spent = f"{budget['spentCost']:.2f} cost, {budget['spentTokens']} tokens"
     params = {"scope": budget["scope"], "subject": budget["subject"], "state": budget["state"]}
     where = {

@@ -34,9 +34,11 @@ BUDGET: Schema = {
     "properties": {
         "cost": {"type": "number", "exclusiveMinimum": 0, "maximum": 1_000_000_000},
         "tokens": {"type": "integer", "minimum": 1, "maximum": 10**15},
+        # refuse (default): its requests are refused; stop: also kill the agent, fail the task.
+        "onSpent": {"type": "string", "enum": ["refuse", "stop"]},
     },
     "additionalProperties": False,
-    "minProperties": 1,
+    "anyOf": [{"required": ["cost"]}, {"required": ["tokens"]}],
 }
 # Environment variables: {NAME: value}.
 ENV: Schema = {

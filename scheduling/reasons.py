@@ -20,6 +20,7 @@ CLOSING_REASONS: dict[str, Any] = {
     "cancelled": _("Cancelled by %(actor)s."),
     "rejected": _("Rejected by %(actor)s."),
     "error": _("The run stopped with an error: %(message)s"),
+    "budget_spent": _("Its budget is spent: %(spent)s of %(limit)s."),
 }
 
 

@@ -194,7 +194,16 @@ def reject_task(task_id: str, *, actor: Actor) -> Task:
 
 def cancel_task(task_id: str, *, actor: Actor) -> Task:
     """Stop a queued or running task; its runner notices at its next heartbeat and stops the agent."""
-    task = get_task(task_id)
+    reason = closing_reason("cancelled", actor=actor.name)
+    return _stop_task(get_task(task_id), TaskStatus.CANCELLED, reason, "task.cancelled", actor)
+
+
+def fail_task(task_id: str, reason: dict[str, Any], *, actor: Actor) -> Task:
+    """Stop a queued or running task as failed, for a reason found outside its run (a budget spent)."""
+    return _stop_task(get_task(task_id), TaskStatus.FAILED, reason, "task.failed", actor)
+
+
+def _stop_task(task: Task, status: str, reason: dict[str, Any], activity_key: str, actor: Actor) -> Task:
     if task.status not in OPEN_STATUSES:
         raise Conflict(
             _("Task %(id)s is %(status)s and cannot be cancelled."),
@@ -204,16 +213,10 @@ def cancel_task(task_id: str, *, actor: Actor) -> Task:
     agent_id = task.steps[task.current_step].get("agentId") if task.status == TaskStatus.RUNNING else None
     if task.status == TaskStatus.RUNNING:
         task.steps[task.current_step]["status"] = StepStatus.FAILED
-    task = close_task(
-        task,
-        TaskStatus.CANCELLED,
-        reason=closing_reason("cancelled", actor=actor.name),
-        activity_key="task.cancelled",
-        actor=actor,
-    )
+    task = close_task(task, status, reason=reason, activity_key=activity_key, actor=actor)
     if agent_id:
         try:
             agents.kill_agent(agent_id, actor=actor)
         except CocoonError:
-            logger.info("the agent %s of cancelled task %s is already gone", agent_id, task.id)
+            logger.info("the agent %s of stopped task %s is already gone", agent_id, task.id)
     return task

@@ -247,3 +247,24 @@ def test_todays_cap_refuses_everyone(transactional_db):
     config.update_settings({"usage": {"dailyCap": 0}}, actor=SYSTEM_ACTOR)
     budgets.evaluate(set(), set())
     assert budgets.refusals()["all"] == ""
+
+
+def test_a_task_budget_that_says_stop_fails_the_task_with_its_reason(transactional_db):
+    from scheduling.reasons import render_closing_reason
+
+    box = sandbox("s")
+    task = Task.objects.create(
+        title="t",
+        prompt="p",
+        workflow=[{"profile": "claude-code"}],
+        steps=[{"status": "running"}],
+        status="running",
+        sandbox_id=box.id,
+        budget={"tokens": 10_000, "onSpent": "stop"},
+    )
+    worker = Agent.objects.create(sandbox=box, profile="claude-code", task_id=task.id)
+    Task.objects.filter(pk=task.pk).update(steps=[{"status": "running", "agentId": worker.id}])
+    ingest.ingest([line(box.id, worker.id) for _ in range(2)])
+    task.refresh_from_db()
+    assert task.status == "failed"
+    assert render_closing_reason(task.reason, "en") == "Its budget is spent: 11000 tokens of 10000 tokens."

@@ -4,25 +4,31 @@ may spend, judged after each ingest. A budget nearly spent (settings usage.notif
 requests with a message naming it, until the budget is raised (usage.set_budget, the settings), which
 lets requests through again as soon as the proxy has acknowledged the new policy."""
 
+import logging
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Sum
 from django.utils.translation import gettext_lazy as _
 
+from agents import services as agents
 from agents.models import Agent
 from cocoon import activity, config, events
-from cocoon.actors import Actor
+from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.choices import Visibility
-from cocoon.errors import field_error
+from cocoon.errors import CocoonError, field_error
 from cocoon.lookup import get_or_not_found
 from egress import services as egress
 from egress.policy import Refusals
+from scheduling import services as tasks
 from scheduling.models import Task
+from scheduling.reasons import closing_reason
 from usage.models import BudgetState, UsageRecord
 
+logger = logging.getLogger(__name__)
 OK, WARNED, EXCEEDED = "ok", "warned", "exceeded"
 TOKENS = F("input_tokens") + F("output_tokens") + F("cache_write_tokens") + F("cache_read_tokens")
 
@@ -102,6 +108,8 @@ def _judge(scope: str, subject: str, budget: dict[str, Any], records: Any, **whe
     if changed:
         spent, limit = describe(budget, cost, tokens)
         params = {"scope": scope, "subject": subject, "spent": spent, "limit": limit}
+        if judged == EXCEEDED and budget.get("onSpent") == "stop":
+            transaction.on_commit(partial(_stop, scope, subject, spent, limit))
         activity.record(
             f"usage.budget_{judged}", params, sandbox_id=state.sandbox_id, agent_id=state.agent_id
         )
@@ -112,6 +120,18 @@ def _judge(scope: str, subject: str, budget: dict[str, Any], records: Any, **whe
             agent_id=state.agent_id or None,
         )
     return changed
+
+
+def _stop(scope: str, subject: str, spent: str, limit: str) -> None:
+    """A spent budget that says stop: its agent is killed, its task failed (which kills its agent)."""
+    try:
+        if scope == "agent":
+            agents.kill_agent(subject, actor=SYSTEM_ACTOR)
+        elif scope == "task":
+            reason = closing_reason("budget_spent", spent=spent, limit=limit)
+            tasks.fail_task(subject, reason, actor=SYSTEM_ACTOR)
+    except CocoonError as error:  # it ended meanwhile
+        logger.info("the %s %s of a spent budget could not be stopped: %s", scope, subject, error)
 
 
 def evaluate(agent_ids: set[str], task_ids: set[str], *, day: bool = True) -> bool:

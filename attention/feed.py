@@ -23,7 +23,7 @@ from attention import notify
 from attention.choices import ItemState
 from attention.models import Item
 from attention.schemas import serialize_item
-from cocoon import activity, events
+from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import AttentionKind, Visibility
 from cocoon.errors import Conflict
@@ -216,10 +216,11 @@ def on_budget(event: Event) -> None:
     if budget["state"] == "ok":
         close_items(items)
         return
-    limit = ", ".join(
-        f"{budget['budget'][unit]} {unit}" for unit in ("cost", "tokens") if unit in budget["budget"]
-    )
-    spent = f"{budget['spentCost']:.2f} cost, {budget['spentTokens']} tokens"
+    currency = config.get_settings()["usage"]["currency"]
+    limits = budget["budget"]
+    units = {"cost": currency, "tokens": "tokens"}
+    limit = ", ".join(f"{limits[name]} {unit}" for name, unit in units.items() if name in limits)
+    spent = f"{budget['spentCost']:.2f} {currency}, {budget['spentTokens']} tokens"
     params = {"scope": budget["scope"], "subject": budget["subject"], "state": budget["state"]}
     where = {
         "sandbox_id": budget["sandboxId"] or "",

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from django.conf import settings
 
@@ -36,7 +36,15 @@ def allowlist(document: dict[str, Any]) -> list[str]:
     return hosts
 
 
-Refusals = dict[str, Any]  # {"all": str, "sandboxes": {id: str}, "agents": {id: str}}
+class Refusals(TypedDict):
+    """What the credential proxy answers with a message instead of forwarding (images/egress-proxy)."""
+
+    all: str  # every request
+    sandboxes: dict[str, str]  # every request of these sandboxes
+    agents: dict[str, str]  # the requests that name these agents
+    unnamed: dict[str, str]  # the requests of these sandboxes that name no agent
+
+
 _refusal_sources: list[Callable[[], Refusals]] = []
 
 
@@ -46,12 +54,13 @@ def register_refusals(source: Callable[[], Refusals]) -> None:
 
 
 def refusals() -> Refusals:
-    merged: Refusals = {"all": "", "sandboxes": {}, "agents": {}}
+    merged = Refusals(all="", sandboxes={}, agents={}, unnamed={})
     for source in _refusal_sources:
         found = source()
-        merged["all"] = merged["all"] or found.get("all", "")
-        merged["sandboxes"] |= found.get("sandboxes", {})
-        merged["agents"] |= found.get("agents", {})
+        merged["all"] = merged["all"] or found["all"]
+        merged["sandboxes"] |= found["sandboxes"]
+        merged["agents"] |= found["agents"]
+        merged["unnamed"] |= found["unnamed"]
     return merged
 
 
@@ -104,8 +113,7 @@ def build() -> dict[str, Any]:
         "sandboxes": sandboxes,
         "tokens": tokens,
         "providers": routes,
-        # Requests the credential proxy answers with this message instead (a budget spent, usage):
-        # {"all": message or "", "sandboxes": {id: message}, "agents": {id: message}}.
+        # Requests the credential proxy answers with a message instead (a budget spent, usage).
         "refuse": refusals(),
     }
 

@@ -206,7 +206,7 @@ def fail_task(task_id: str, reason: dict[str, Any], *, actor: Actor) -> Task:
 def _stop_task(task: Task, status: str, reason: dict[str, Any], activity_key: str, actor: Actor) -> Task:
     if task.status not in OPEN_STATUSES:
         raise Conflict(
-            _("Task %(id)s is %(status)s and cannot be cancelled."),
+            _("Task %(id)s is %(status)s and cannot be stopped."),
             id=task.id,
             status=task.status,
         )

@@ -467,6 +467,12 @@ def test_a_spent_budget_is_refused_at_the_proxy_in_the_apis_shape_until_it_is_ra
     assert f"the budget of agent {agent['id']} is spent" in refused["error"]["message"]
     items = cocoond.call("attention.list", {"sandboxId": egress["id"]})
     assert [item["kind"] for item in items if item["agentId"] == agent["id"]] == ["budget"]
+    # The sandbox's placeholder without the agent's name is refused too: it would count for no agent.
+    unnamed = ask.replace("$ANTHROPIC_API_KEY", "${{ANTHROPIC_API_KEY%.*}}")
+    dodged = json.loads(
+        in_agent(cocoond, agent, egress, unnamed.format(out="/tmp/unnamed.txt"), "/tmp/unnamed.txt")
+    )
+    assert "is spent" in dodged["error"]["message"]
 
     cocoond.call("usage.set_budget", {"agentId": agent["id"], "budget": {"cost": 1}})
     again = in_agent(cocoond, agent, egress, ask.format(out="/tmp/third.txt"), "/tmp/third.txt")

@@ -46,6 +46,7 @@ def line(sandbox_id: str, agent_id: str | None = None, **fields) -> bytes:
         "model": "claude-sonnet-4-5",
         "stream": True,
         "complete": True,
+        "final": True,
         "inputTokens": 1000,
         "outputTokens": 200,
         "cacheWriteTokens": 300,
@@ -152,12 +153,14 @@ def test_summary_and_pages():
 
 def test_a_streams_record_at_its_start_is_replaced_by_the_one_at_its_end_never_the_other_way():
     box = sandbox("s")
-    start = line(box.id, outputTokens=1, complete=False)
-    end = json.dumps(json.loads(start) | {"outputTokens": 900, "complete": True}).encode()
+    start = line(box.id, outputTokens=1, complete=False, final=False)
+    end = json.dumps(
+        json.loads(start) | {"outputTokens": 900, "final": True}
+    ).encode()  # cut short: not complete
     assert ingest.ingest([start]) == 1  # a proxy killed mid-stream leaves this
     assert (UsageRecord.objects.get().output_tokens, UsageRecord.objects.get().complete) == (1, False)
     assert ingest.ingest([end]) == 0
-    assert (UsageRecord.objects.get().output_tokens, UsageRecord.objects.get().complete) == (900, True)
+    assert (UsageRecord.objects.get().output_tokens, UsageRecord.objects.get().final) == (900, True)
     assert ingest.ingest([start]) == 0  # its file read again after a restart
     assert UsageRecord.objects.get().output_tokens == 900
     assert ingest.ingest([start, end]) == 0
@@ -198,6 +201,8 @@ def test_an_agent_budget_warns_then_is_spent_and_its_requests_are_refused_until_
     refused = budgets.refusals()["agents"][agent.id]
     assert f"the budget of agent {agent.id} is spent" in refused
     assert "0.08 USD of 0.08 USD" in refused
+    # A request of its sandbox that names no agent (the placeholder without its suffix) is refused too.
+    assert budgets.refusals()["unnamed"] == {agent.sandbox_id: refused}
     # The published policy carries it (what the proxy refuses by).
     from egress import policy
 
@@ -216,6 +221,12 @@ def test_an_agent_budget_warns_then_is_spent_and_its_requests_are_refused_until_
     item.refresh_from_db()
     assert item.state == "closed"
 
+    ingest.ingest([line(agent.sandbox_id, agent.id) for _ in range(200)])  # spent again, then removed
+    assert budgets.refusals()["agents"]
+    assert call("usage.set_budget", {"agentId": agent.id, "budget": None}) is None
+    assert budgets.refusals()["agents"] == {}
+    assert not Item.objects.filter(kind="budget", agent_id=agent.id, state="open").exists()
+
 
 def test_a_task_budget_refuses_every_agent_of_the_task_and_a_token_budget_counts_tokens(transactional_db):
     from usage import budgets
@@ -228,6 +239,12 @@ def test_a_task_budget_refuses_every_agent_of_the_task_and_a_token_budget_counts
     second = Agent.objects.create(sandbox=box, profile="codex", task_id=task.id)
     bystander = Agent.objects.create(sandbox=box, profile="shell")
     ingest.ingest([line(box.id, first.id), line(box.id, second.id)])  # 2 x 5,500 tokens
+    Task.objects.filter(pk=task.pk).update(status="done")
+    assert budgets.refusals()["agents"] == {}  # a task that is no longer open refuses nothing
+    Task.objects.filter(pk=task.pk).update(status="running", own_sandbox=False)
+    assert budgets.refusals()["sandboxes"] == {}  # a sandbox it shares: its agents only
+    Task.objects.filter(pk=task.pk).update(own_sandbox=True)
+    assert set(budgets.refusals()["sandboxes"]) == {box.id}  # its own: the steps still to come too
     refused = budgets.refusals()["agents"]
     assert set(refused) == {first.id, second.id}
     assert bystander.id not in refused
@@ -244,8 +261,14 @@ def test_todays_cap_refuses_everyone(transactional_db):
     assert budgets.refusals()["all"] == ""
     ingest.ingest([line(box.id)])
     assert "today's cap of all agents is spent" in budgets.refusals()["all"]
+    config.update_settings({"usage": {"dailyCap": 1}}, actor=SYSTEM_ACTOR)  # raised: the next tick lifts it
+    assert ingest.collect() == 0
+    assert budgets.refusals()["all"] == ""
+    config.update_settings({"usage": {"dailyCap": 0.01}}, actor=SYSTEM_ACTOR)
+    ingest.collect()
+    assert budgets.refusals()["all"]
     config.update_settings({"usage": {"dailyCap": 0}}, actor=SYSTEM_ACTOR)
-    budgets.evaluate(set(), set())
+    ingest.collect()
     assert budgets.refusals()["all"] == ""
 
 

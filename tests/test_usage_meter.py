@@ -147,3 +147,28 @@ def test_what_the_meter_cannot_read_it_leaves_without_counting(raw):
 def test_hostile_token_counts_count_as_none(usage):
     record = metered(answer(json.dumps({"model": "m", "usage": usage}).encode(), "application/json"))
     assert record["inputTokens"] == record["outputTokens"] == 0
+
+
+def test_a_100_continue_before_the_answer_is_skipped():
+    body, content_type, model, counts = CASES["anthropic json"]
+    record = metered(b"HTTP/1.1 100 Continue\r\n\r\n" + answer(body, content_type), 9)
+    assert (record["status"], record["model"]) == (200, model)
+    assert {name: record[name] for name in proxy.TOKEN_FIELDS} == counts
+
+
+def test_an_answer_that_is_no_api_answer_is_passed_on_and_never_held():
+    meter = proxy.Meter()
+    meter.feed(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 99999999\r\n\r\n"
+    )
+    for _piece in range(100):
+        meter.feed(b"x" * 65536)
+    assert not meter.readable
+    assert len(meter._pending) + len(meter._body) == 0  # nothing kept of a download
+
+
+def test_json_nested_too_deep_to_parse_is_not_read():
+    deep = b'{"usage": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert metered(answer(deep, "application/json"))["inputTokens"] == 0
+    line = b'data: {"usage": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n\n"
+    assert metered(answer(line, "text/event-stream"))["inputTokens"] == 0

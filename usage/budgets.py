@@ -5,7 +5,7 @@ requests with a message naming it, until the budget is raised (usage.set_budget,
 lets requests through again as soon as the proxy has acknowledged the new policy."""
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -15,6 +15,7 @@ from django.db.models import F, Sum
 from django.utils.translation import gettext_lazy as _
 
 from agents import services as agents
+from agents.choices import AgentStatus
 from agents.models import Agent
 from cocoon import activity, config, events
 from cocoon.actors import SYSTEM_ACTOR, Actor
@@ -24,12 +25,14 @@ from cocoon.lookup import get_or_not_found
 from egress import services as egress
 from egress.policy import Refusals
 from scheduling import services as tasks
+from scheduling.choices import OPEN_STATUSES
 from scheduling.models import Task
 from scheduling.reasons import closing_reason
+from usage.choices import BudgetStatus, Scope
 from usage.models import BudgetState, UsageRecord
 
 logger = logging.getLogger(__name__)
-OK, WARNED, EXCEEDED = "ok", "warned", "exceeded"
+OK, WARNED, EXCEEDED = BudgetStatus.OK, BudgetStatus.WARNED, BudgetStatus.EXCEEDED
 TOKENS = F("input_tokens") + F("output_tokens") + F("cache_write_tokens") + F("cache_read_tokens")
 
 events.register_types("usage.budget", visibility=Visibility.AGENT)
@@ -125,61 +128,77 @@ def _judge(scope: str, subject: str, budget: dict[str, Any], records: Any, **whe
 def _stop(scope: str, subject: str, spent: str, limit: str) -> None:
     """A spent budget that says stop: its agent is killed, its task failed (which kills its agent)."""
     try:
-        if scope == "agent":
+        if scope == Scope.AGENT:
             agents.kill_agent(subject, actor=SYSTEM_ACTOR)
-        elif scope == "task":
+        elif scope == Scope.TASK:
             reason = closing_reason("budget_spent", spent=spent, limit=limit)
             tasks.fail_task(subject, reason, actor=SYSTEM_ACTOR)
     except CocoonError as error:  # it ended meanwhile
         logger.info("the %s %s of a spent budget could not be stopped: %s", scope, subject, error)
 
 
-def evaluate(agent_ids: set[str], task_ids: set[str], *, day: bool = True) -> bool:
-    """Judge the budgets of these agents and tasks (and today's cap); the policy is published when a
-    budget turned spent or no longer spent. Returns whether any state changed."""
+def _retire(states: Any) -> None:
+    """Budgets that are gone (removed, the cap set to 0, a past day): said to be no longer spent, so
+    that their attention items close, then forgotten."""
+    for state in states.exclude(state=OK):
+        state.state = OK
+        events.publish("usage.budget", serialize_state(state), sandbox_id=state.sandbox_id or None)
+    states.delete()
+
+
+def evaluate(agent_ids: set[str], task_ids: set[str], *, day: bool = True, wait: bool = False) -> bool:
+    """Judge the budgets of these agents and tasks (and today's cap); the policy is published when
+    what the proxy refuses changed (with wait: and loaded by the proxy before it returns). Returns
+    whether any state changed."""
     with transaction.atomic():
-        before = _exceeded()
+        before = refusals()
         changed = False
         for agent in Agent.objects.filter(pk__in=agent_ids).filter(budget__isnull=False):
             records = UsageRecord.objects.filter(agent_id=agent.id)
             where = {"sandbox_id": agent.sandbox_id, "agent_id": agent.id}
-            changed |= _judge("agent", agent.id, agent.budget or {}, records, **where)
+            changed |= _judge(Scope.AGENT, agent.id, agent.budget or {}, records, **where)
         for task in Task.objects.filter(pk__in=task_ids).filter(budget__isnull=False):
             records = UsageRecord.objects.filter(task_id=task.id)
-            changed |= _judge(
-                "task", task.id, task.budget or {}, records, sandbox_id=task.sandbox_id, task_id=task.id
-            )
+            where = {"sandbox_id": task.sandbox_id, "task_id": task.id}
+            changed |= _judge(Scope.TASK, task.id, task.budget or {}, records, **where)
         if day:
-            today = datetime.now(UTC).date()
+            now = datetime.now(UTC)
+            today = now.replace(hour=0, minute=0, second=0, microsecond=0)
             cap = config.get_settings()["usage"]["dailyCap"]
-            records = UsageRecord.objects.filter(at__date=today)
+            days = BudgetState.objects.filter(scope=Scope.DAY)
+            _retire(days.exclude(subject=today.date().isoformat()) if cap else days)
             if cap:
-                changed |= _judge("day", today.isoformat(), {"cost": cap}, records)
-            else:
-                BudgetState.objects.filter(scope="day").delete()
-        spent_changed = _exceeded() != before
-    if spent_changed:
-        egress.sync(wait=True)  # a raised budget works once the proxy has loaded the policy
+                records = UsageRecord.objects.filter(at__gte=today, at__lt=today + timedelta(days=1))
+                changed |= _judge(Scope.DAY, today.date().isoformat(), {"cost": cap}, records)
+        moved = refusals() != before
+    if moved:  # a raised budget works once the proxy has loaded the policy
+        egress.sync(wait=wait)
     return changed
 
 
-def _exceeded() -> set[tuple[str, str]]:
-    return set(BudgetState.objects.filter(state=EXCEEDED).values_list("scope", "subject"))
-
-
 def refusals() -> Refusals:
-    """For the egress policy: today's spent cap refuses everyone, a spent agent budget that agent, a
-    spent task budget every agent of the task."""
-    found: Refusals = {"all": "", "sandboxes": {}, "agents": {}}
+    """For the egress policy: today's spent cap refuses everyone; a spent agent budget that agent, and
+    in its sandbox every request that names no agent; a spent task budget every agent of the task (its
+    own sandbox wholly: the agents of steps still to come). Only live agents and open tasks count."""
+    found = Refusals(all="", sandboxes={}, agents={}, unnamed={})
     today = datetime.now(UTC).date().isoformat()
     for state in BudgetState.objects.filter(state=EXCEEDED):
-        if state.scope == "day":
-            found["all"] = message(state) if state.subject == today else found["all"]
-        elif state.scope == "agent":
-            found["agents"][state.subject] = message(state)
+        text = message(state)
+        if state.scope == Scope.DAY:
+            found["all"] = text if state.subject == today else found["all"]
+            continue
+        if state.scope == Scope.AGENT:
+            live = Agent.objects.filter(pk=state.subject).exclude(status=AgentStatus.EXITED)
         else:
-            for agent_id in Agent.objects.filter(task_id=state.subject).values_list("pk", flat=True):
-                found["agents"][agent_id] = message(state)
+            task = Task.objects.filter(pk=state.subject, status__in=OPEN_STATUSES).first()
+            if task is None:
+                continue
+            if task.own_sandbox and task.sandbox_id:
+                found["sandboxes"][task.sandbox_id] = text
+            live = Agent.objects.filter(task_id=task.id).exclude(status=AgentStatus.EXITED)
+        for agent_id, sandbox_id in live.values_list("pk", "sandbox_id"):
+            found["agents"][agent_id] = text
+            found["unnamed"][sandbox_id] = text
     return found
 
 
@@ -195,14 +214,15 @@ def set_budget(
         )
     else:
         owner = get_or_not_found(Task.objects.all(), task_id, _("Task %(id)s does not exist."), id=task_id)
-    scope, subject = ("agent", agent_id) if agent_id else ("task", task_id)
+    scope, subject = (Scope.AGENT, agent_id) if agent_id else (Scope.TASK, task_id)
     with transaction.atomic():
         type(owner).objects.filter(pk=owner.pk).update(budget=budget)
         limit = describe(budget, Decimal(0), 0)[1] if budget else "-"
         activity.record("usage.budget_set", {"scope": scope, "subject": subject, "limit": limit}, actor=actor)
         if budget is None:
-            BudgetState.objects.filter(scope=scope, subject=subject).delete()
-    evaluate({agent_id} - {""}, {task_id} - {""}, day=False)
+            _retire(BudgetState.objects.filter(scope=scope, subject=subject))
+            egress.sync(wait=False)  # published on commit below, acknowledged before this returns
+    evaluate({agent_id} - {""}, {task_id} - {""}, day=False, wait=True)
     if budget is None:
         egress.sync(wait=True)
         return None

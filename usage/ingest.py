@@ -13,6 +13,7 @@ a record that names an agent of another sandbox counts for its sandbox alone.
 """
 
 import contextlib
+import fcntl
 import fnmatch
 import json
 import logging
@@ -49,24 +50,31 @@ TOKEN_FIELDS = {
     "cacheReadTokens": "cache_read_tokens",
 }
 MAX_TOKENS = 10**12
+MAX_COST = Decimal("99999999")  # what the cost column holds
 MILLION = Decimal(1_000_000)
 
 
 def collect(directory: Path | None = None) -> int:
-    """Store what the proxy wrote; how many new records were stored."""
+    """Store what the proxy wrote; how many new records were stored. One collect at a time: a second
+    that came while the first waits (a tick is every 2 s) could remove a file the first has not read."""
     directory = directory or egress_dir()
     current, taken = directory / USAGE_FILE, directory / f"{USAGE_FILE}.collecting"
-    stored = 0
-    try:
-        if time.time() - taken.stat().st_mtime < SETTLED_S:
-            return 0  # moved a moment ago (a restart): the next tick reads it
-        stored = ingest(taken.read_bytes().splitlines())
-        taken.unlink()
-    except FileNotFoundError:
-        pass
-    with contextlib.suppress(FileNotFoundError):
-        os.replace(current, taken)
-    return stored
+    stored = None
+    with (directory / "usage.lock").open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - taken.stat().st_mtime < SETTLED_S:
+                return 0  # moved a moment ago (a restart): the next tick reads it
+            stored = ingest(taken.read_bytes().splitlines())
+            taken.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(current, taken)
+    if stored is None:  # nothing read: today's cap is judged all the same (a new day, a raised cap)
+        budgets.evaluate(set(), set())
+    return stored or 0
 
 
 def ingest(lines: list[bytes]) -> int:
@@ -82,21 +90,22 @@ def ingest(lines: list[bytes]) -> int:
     )
     for record in records:
         _price(record, prices, kinds.get(record.provider, ""))
-    latest = {record.pk: record for record in records}  # a request's later line knows more
+    latest: dict[str, UsageRecord] = {}
+    for record in records:  # a request's final line knows more than the one at its start
+        if record.final or record.pk not in latest:
+            latest[record.pk] = record
     stored = 0
     with transaction.atomic():
         pending = list(latest.values())
         for start in range(0, len(pending), BATCH):
             batch = pending[start : start + BATCH]
-            known = dict(
-                UsageRecord.objects.filter(pk__in=[r.pk for r in batch]).values_list("pk", "complete")
-            )
+            known = dict(UsageRecord.objects.filter(pk__in=[r.pk for r in batch]).values_list("pk", "final"))
             fresh = [record for record in batch if record.pk not in known]
             UsageRecord.objects.bulk_create(fresh, ignore_conflicts=True)
             stored += len(fresh)
             # The end of a stream whose start was stored; never the other way round (a file read again).
             for record in batch:
-                if record.pk in known and record.complete and not known[record.pk]:
+                if record.pk in known and record.final and not known[record.pk]:
                     record.save(force_update=True)
     if records:
         agents = {record.agent_id for record in records} - {""}
@@ -128,6 +137,7 @@ def parse(line: bytes) -> UsageRecord | None:
             status=_number(entry.get("status"), 999),
             stream=entry.get("stream") is True,
             complete=entry.get("complete") is True,
+            final=entry.get("final") is True,
             latency_ms=float(min(max(float(entry.get("latencyMs", 0)), 0.0), 86_400_000.0)),
         )
         for wire, name in TOKEN_FIELDS.items():
@@ -190,4 +200,4 @@ def _price(record: UsageRecord, prices: list[dict[str, Any]], kind: str) -> None
     total = sum(
         (Decimal(count) * Decimal(str(rate)) for count, rate in zip(counts, rates, strict=True)), Decimal(0)
     )
-    record.cost, record.priced = (total / MILLION).quantize(Decimal("0.000001")), True
+    record.cost, record.priced = min(total / MILLION, MAX_COST).quantize(Decimal("0.000001")), True

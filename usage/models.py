@@ -21,6 +21,7 @@ class UsageRecord(models.Model):
     status = models.PositiveSmallIntegerField()  # 0: no answer came
     stream = models.BooleanField(default=False)
     complete = models.BooleanField(default=False)  # the answer ended as its framing said (not cut short)
+    final = models.BooleanField(default=False)  # written when the request ended (not at a stream's start)
     latency_ms = models.FloatField()
     input_tokens = models.PositiveBigIntegerField(default=0)  # without the cached ones
     output_tokens = models.PositiveBigIntegerField(default=0)

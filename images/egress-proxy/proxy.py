@@ -450,8 +450,17 @@ def forward_response(
     after it went on; first_usage is called once it has read usage, e.g. at a stream's start). One way
     only: what the client sends now is not read, so it can never reach the upstream."""
     upstream.settimeout(IDLE_TIMEOUT_S)
+    client_gone_at = 0.0
     while data := upstream.recv(PIECE):
-        connection.sendall(data)
+        if not client_gone_at:
+            try:
+                connection.sendall(data)
+            except OSError:  # the client hung up: the provider still counts what it sends
+                if meter is None or not meter.readable:
+                    raise
+                client_gone_at = time.monotonic()
+        elif time.monotonic() - client_gone_at > DRAIN_S or (meter is not None and meter.done):
+            break
         if meter is not None:
             meter.feed(data)
             if first_usage is not None and meter.tokens and not meter.done:
@@ -497,6 +506,20 @@ def answer(status: int, reason: str) -> bytes:
     return head.encode() + body
 
 
+def discard_body(length: int | None, reader: Reader, limit: int = 64 * 1024 * 1024) -> None:
+    """Read the request's body and drop it (at most limit bytes of it)."""
+
+    class Sink:
+        taken = 0
+
+        def sendall(self, data: bytes) -> None:
+            self.taken += len(data)
+            if self.taken > limit:
+                raise Denied("too_large", 413)
+
+    forward_body(length, reader, Sink())
+
+
 def refusal(kind: str, message: str) -> bytes:
     """A refused request's answer in the shape its API's clients show: the message names the budget."""
     if kind == "anthropic":
@@ -528,8 +551,10 @@ def respond(connection: socket.socket, status: int, reason: str) -> None:
 # -- metering ---------------------------------------------------------------------------------------
 
 USAGE_FILE = "usage.jsonl"
-METER_JSON_MAX = 8 * 1024 * 1024  # a JSON answer larger than this is forwarded, not read for usage
-METER_LINE_MAX = 1024 * 1024  # an SSE line, likewise
+METER_JSON_MAX = 2 * 1024 * 1024  # a JSON answer larger than this is forwarded, not read for usage
+METER_LINE_MAX = 256 * 1024  # an SSE line not ended yet, likewise
+METER_TYPES = (b"application/json", b"text/event-stream")  # what is read at all
+DRAIN_S = 120  # a client gone mid-answer: how long the rest is still read for its usage
 RESPONSE_HEAD = re.compile(rb"HTTP/1\.[01] ([0-9]{3})[^\r\n]*")
 TOKEN_FIELDS = ("inputTokens", "outputTokens", "cacheWriteTokens", "cacheReadTokens")
 
@@ -580,15 +605,24 @@ class Meter:
         self._pending += data
         try:
             self._advance()
-        except (ValueError, UnicodeDecodeError):
-            self.readable = False
-        if len(self._pending) > METER_LINE_MAX or len(self._body) > METER_JSON_MAX:
-            self.readable = False
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            self._give_up()
+        limit = METER_LINE_MAX if self.stream else METER_JSON_MAX
+        if len(self._pending) > METER_LINE_MAX + 64 or len(self._body) > limit:
+            self._give_up()
+
+    def _give_up(self) -> None:
+        """Not readable: what it held goes, and nothing more is taken."""
+        self.readable = False
+        self._pending, self._body = bytearray(), bytearray()
 
     def end(self) -> None:
         """The connection closed: a body framed by its close ends here."""
         if self.readable and self._stage == "body" and self._left == -1:
-            self._body_bytes(bytes(self._pending), last=True)
+            try:
+                self._body_bytes(bytes(self._pending), last=True)
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                self._give_up()
             self._pending.clear()
             self.done = True
 
@@ -639,6 +673,8 @@ class Meter:
         status = RESPONSE_HEAD.fullmatch(lines[0])
         if status is None:
             raise ValueError("status line")
+        if status.group(1).startswith(b"1"):  # 100 Continue and the like: the answer's head comes next
+            return
         self.status = int(status.group(1))
         fields = {}
         for line in lines[1:]:
@@ -646,7 +682,10 @@ class Meter:
             fields[name.strip().lower()] = value.strip().lower()
         if fields.get(b"content-encoding", b"identity") != b"identity":
             raise ValueError("encoded")
-        self.stream = fields.get(b"content-type", b"").startswith(b"text/event-stream")
+        content_type = fields.get(b"content-type", b"")
+        if not content_type.startswith(METER_TYPES):  # a download, a page: passed on, never held
+            raise ValueError("not an API answer")
+        self.stream = content_type.startswith(b"text/event-stream")
         self._chunked = fields.get(b"transfer-encoding") == b"chunked"
         length = fields.get(b"content-length")
         self._stage = "size" if self._chunked else "body"
@@ -668,7 +707,7 @@ class Meter:
         for line in lines:
             # Only events that may carry a model or usage are parsed: not the many text deltas.
             if line.startswith(b"data:") and (b'"usage"' in line or b'"model"' in line):
-                with contextlib.suppress(ValueError):
+                with contextlib.suppress(ValueError, RecursionError):
                     self._event(json.loads(line[5:]))
 
     def _event(self, event: Any) -> None:
@@ -804,11 +843,14 @@ class CredentialHandler(Handler):
         if provider is None or provider_id not in sandbox.get("grants", ()):
             raise Denied("no_grant")
         agent = self._check_placeholder(request, provider, sandbox)
-        refused = p.refuse.get("all") or p.refuse.get("agents", {}).get(agent or "")
-        refused = refused or p.refuse.get("sandboxes", {}).get(sandbox.get("id") or "")
+        sandbox_id = sandbox.get("id") or ""
+        refused = p.refuse.get("all") or p.refuse.get("sandboxes", {}).get(sandbox_id)
+        refused = refused or p.refuse.get("agents", {}).get(agent or "")
+        if agent is None:  # a request that names no agent counts for none: not where one is spent
+            refused = refused or p.refuse.get("unnamed", {}).get(sandbox_id)
         if refused:
-            denied_log.add(self.client_address[0], f"p-{provider_id}", CREDENTIAL_PORT, "budget_exceeded")
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, Denied):
+                discard_body(self.length, self.reader)  # read, or the close would reset the answer
                 self.connection.sendall(refusal(provider.get("kind", ""), str(refused)[:500]))
             return
         base = urlsplit(provider["baseUrl"])
@@ -825,14 +867,18 @@ class CredentialHandler(Handler):
                 raise Denied("tls_failed", 502) from None
         meter, started, at, record_id = Meter(), time.monotonic(), time.time(), os.urandom(16).hex()
 
-        def note() -> None:
+        def note(final: bool = False) -> None:
             """The request's record as far as it goes: at a stream's start (so that a proxy killed
             mid-stream loses nothing counted) and at its end, under the same id."""
             with contextlib.suppress(OSError):
                 write_usage(
                     {"id": record_id, "at": at, "sandboxId": sandbox.get("id"), "agentId": agent}
-                    | {"provider": provider_id, "method": request.method, "path": rest.split("?")[0][:300]}
-                    | {"latencyMs": round((time.monotonic() - started) * 1000, 1)}
+                    | {
+                        "provider": provider_id,
+                        "method": request.method[:16],
+                        "path": rest.split("?")[0][:300],
+                    }
+                    | {"latencyMs": round((time.monotonic() - started) * 1000, 1), "final": final}
                     | meter.record()
                 )
 
@@ -848,7 +894,7 @@ class CredentialHandler(Handler):
                 forward_body(self.length, self.reader, upstream)
                 forward_response(upstream, self.connection, meter, first_usage=note)
         finally:  # also for an answer cut short: what was used until then
-            note()
+            note(final=True)
 
     @staticmethod
     def _check_placeholder(request: Request, provider: dict[str, Any], sandbox: dict[str, Any]) -> str | None:

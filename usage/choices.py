@@ -1,0 +1,15 @@
+from django.db import models
+
+
+class Scope(models.TextChoices):
+    """Whose spending a budget limits."""
+
+    AGENT = "agent", "agent"
+    TASK = "task", "task"  # its agents together
+    DAY = "day", "day"  # all agents in one UTC day (settings usage.dailyCap)
+
+
+class BudgetStatus(models.TextChoices):
+    OK = "ok", "ok"
+    WARNED = "warned", "warned"  # settings usage.notifyAt of it is spent
+    EXCEEDED = "exceeded", "exceeded"  # all of it: its requests are refused

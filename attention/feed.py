@@ -8,6 +8,7 @@ publisher's transaction, so an item exists exactly when the state that caused it
 import logging
 import unicodedata
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import regex
@@ -23,7 +24,7 @@ from attention import notify
 from attention.choices import ItemState
 from attention.models import Item
 from attention.schemas import serialize_item
-from cocoon import activity, config, events
+from cocoon import activity, events
 from cocoon.actors import Actor
 from cocoon.choices import AttentionKind, Visibility
 from cocoon.errors import Conflict
@@ -31,6 +32,7 @@ from cocoon.events import Event
 from cocoon.lookup import get_or_not_found
 from cocoon.setup import run_checks
 from scheduling.choices import TaskStatus
+from usage.budgets import describe
 
 logger = logging.getLogger(__name__)
 
@@ -216,11 +218,7 @@ def on_budget(event: Event) -> None:
     if budget["state"] == "ok":
         close_items(items)
         return
-    currency = config.get_settings()["usage"]["currency"]
-    limits = budget["budget"]
-    units = {"cost": currency, "tokens": "tokens"}
-    limit = ", ".join(f"{limits[name]} {unit}" for name, unit in units.items() if name in limits)
-    spent = f"{budget['spentCost']:.2f} {currency}, {budget['spentTokens']} tokens"
+    spent, limit = describe(budget["budget"], Decimal(str(budget["spentCost"])), budget["spentTokens"])
     params = {"scope": budget["scope"], "subject": budget["subject"], "state": budget["state"]}
     where = {
         "sandbox_id": budget["sandboxId"] or "",

@@ -13,7 +13,6 @@
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -27,12 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import cocoond, sandbox_image  # noqa: E402
 from tests.conftest import wait_until  # noqa: E402
-
-spec = importlib.util.spec_from_file_location("egress_proxy", ROOT / "images/egress-proxy/proxy.py")
-assert spec is not None
-assert spec.loader is not None
-proxy = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(proxy)
+from tests.egress_proxy import proxy  # noqa: E402
 
 RUNS = 200
 

@@ -19,71 +19,72 @@ CLIS = {
 ANSWERS = ("/messages", "/responses")  # where the answers with usage come from (not count_tokens)
 
 
+@pytest.fixture(params=CLIS)
+def cli(request, toolbox_cocoond, stage):  # noqa: F811
+    """A CLI's profile, its stand-in LLM and an open sandbox, and a provider routing to the stand-in
+    through the credential proxy (removed after)."""
+    profile = request.param
+    standin, secret, provider = CLIS[profile]
+    llm, sandbox = stage(standin, secret)
+    name = f"usage-{profile}"
+    toolbox_cocoond.call(
+        "settings.update", {"providers": {name: provider | {"baseUrl": llm.url, "secret": secret}}}
+    )
+    yield profile, llm, sandbox, name
+    toolbox_cocoond.call("settings.reset", {"keys": [f"providers.{name}"]})
+
+
 def tokens(entry: dict) -> tuple[int, int, int, int]:
     return (entry["inputTokens"], entry["outputTokens"], entry["cacheWriteTokens"], entry["cacheReadTokens"])
 
 
-@pytest.mark.parametrize("profile", CLIS)
-def test_the_records_match_what_the_provider_reported_token_for_token(toolbox_cocoond, stage, profile):  # noqa: F811
+def test_the_records_match_what_the_provider_reported_token_for_token(toolbox_cocoond, cli):
     cocoond = toolbox_cocoond
-    standin, secret, provider = CLIS[profile]
-    llm, sandbox = stage(standin, secret)
-    name = f"usage-{profile}"
-    cocoond.call("settings.update", {"providers": {name: provider | {"baseUrl": llm.url, "secret": secret}}})
-    try:
-        agent = cocoond.call(
-            "agent.spawn",
-            {"sandboxId": sandbox["id"], "profile": profile, "prompt": "Say hello.", "providers": [name]},
-        )
-        wait(cocoond, agent, "done", llm)
-        assert llm.usage, "the CLI asked the stand-in nothing"
+    profile, llm, sandbox, name = cli
+    agent = cocoond.call(
+        "agent.spawn",
+        {"sandboxId": sandbox["id"], "profile": profile, "prompt": "Say hello.", "providers": [name]},
+    )
+    wait(cocoond, agent, "done", llm)
+    assert llm.usage, "the CLI asked the stand-in nothing"
 
-        def answered() -> list[dict]:
-            records = cocoond.call("usage.records", {"agentId": agent["id"], "limit": 1000})["records"]
-            found = [record for record in records if record["path"].endswith(ANSWERS)]
-            return found if len(found) >= len(llm.usage) else []
+    def answered() -> list[dict]:
+        records = cocoond.call("usage.records", {"agentId": agent["id"], "limit": 1000})["records"]
+        found = [record for record in records if record["path"].endswith(ANSWERS)]
+        return found if len(found) >= len(llm.usage) else []
 
-        records = wait_until(answered, timeout=30)
-        assert Counter(map(tokens, records)) == Counter(map(tokens, llm.usage))
-        assert {(record["sandboxId"], record["provider"], record["status"]) for record in records} == {
-            (sandbox["id"], name, 200)
+    records = wait_until(answered, timeout=30)
+    assert Counter(map(tokens, records)) == Counter(map(tokens, llm.usage))
+    assert {(record["sandboxId"], record["provider"], record["status"]) for record in records} == {
+        (sandbox["id"], name, 200)
+    }
+    assert all(record["stream"] and record["complete"] and record["priced"] for record in records)
+    total = cocoond.call("usage.summary", {"groupBy": "agent", "agentId": agent["id"]})["total"]
+    assert total["outputTokens"] == sum(used["outputTokens"] for used in llm.usage)
+
+
+def test_a_cli_past_its_budget_is_refused_by_the_proxy_and_shows_why(toolbox_cocoond, cli):
+    cocoond = toolbox_cocoond
+    profile, llm, sandbox, name = cli
+    params = {"sandboxId": sandbox["id"], "profile": profile, "prompt": "Say hello.", "providers": [name]}
+    agent = cocoond.call("agent.spawn", params | {"budget": {"tokens": 1}})  # spent by the first answer
+    wait(cocoond, agent, "done", llm)
+
+    def spent() -> bool:
+        return agent["id"] in {
+            state["subject"] for state in cocoond.call("usage.budgets", {"state": "exceeded"})
         }
-        assert all(record["stream"] and record["complete"] and record["priced"] for record in records)
-        total = cocoond.call("usage.summary", {"groupBy": "agent", "agentId": agent["id"]})["total"]
-        assert total["outputTokens"] == sum(used["outputTokens"] for used in llm.usage)
-    finally:
-        cocoond.call("settings.reset", {"keys": [f"providers.{name}"]})
 
+    wait_until(spent, timeout=30)
+    asked = len(llm.requests)
+    cocoond.call("agent.send_input", {"agentId": agent["id"], "text": "Say more."})
 
-@pytest.mark.parametrize("profile", CLIS)
-def test_a_cli_past_its_budget_is_refused_by_the_proxy_and_shows_why(toolbox_cocoond, stage, profile):  # noqa: F811
-    cocoond = toolbox_cocoond
-    standin, secret, provider = CLIS[profile]
-    llm, sandbox = stage(standin, secret)
-    name = f"budget-{profile}"
-    cocoond.call("settings.update", {"providers": {name: provider | {"baseUrl": llm.url, "secret": secret}}})
-    try:
-        params = {"sandboxId": sandbox["id"], "profile": profile, "prompt": "Say hello.", "providers": [name]}
-        agent = cocoond.call("agent.spawn", params | {"budget": {"tokens": 1}})  # spent by the first answer
-        wait(cocoond, agent, "done", llm)
+    def shown() -> str:
+        screen = cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
+        return screen if "budget of agent" in screen else ""
 
-        def spent() -> bool:
-            return agent["id"] in {
-                state["subject"] for state in cocoond.call("usage.budgets", {"state": "exceeded"})
-            }
-
-        wait_until(spent, timeout=30)
-        asked = len(llm.requests)
-        cocoond.call("agent.send_input", {"agentId": agent["id"], "text": "Say more."})
-
-        def shown() -> str:
-            screen = cocoond.call("agent.read", {"agentId": agent["id"]})["screen"]
-            return screen if "budget of agent" in screen else ""
-
-        screen = wait_until(shown, timeout=60)
-        assert agent["id"] in screen.replace("\n", "")
-        assert len(llm.requests) == asked  # nothing more reached the provider
-        items = cocoond.call("attention.list", {"sandboxId": sandbox["id"]})
-        assert "budget" in {item["kind"] for item in items}
-    finally:
-        cocoond.call("settings.reset", {"keys": [f"providers.{name}"]})
+    screen = wait_until(shown, timeout=60)
+    assert agent["id"] in screen.replace("\n", "")
+    assert len(llm.requests) == asked  # nothing more reached the provider
+    items = cocoond.call("attention.list", {"sandboxId": sandbox["id"]})
+    assert "budget" in {item["kind"] for item in items}

@@ -2,17 +2,12 @@
 Anthropic Messages and OpenAI Chat Completions / Responses, JSON and SSE, framed by length, by chunks or
 by the connection's end, fed in any pieces; and answers it must not trust or cannot read."""
 
-import importlib.util
 import json
 import random
 
 import pytest
 
-from tests.conftest import ROOT
-
-spec = importlib.util.spec_from_file_location("egress_proxy", ROOT / "images/egress-proxy/proxy.py")
-proxy = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(proxy)
+from tests.egress_proxy import proxy
 
 
 def sse(*events: tuple[str | None, dict | str]) -> bytes:

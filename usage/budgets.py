@@ -106,8 +106,11 @@ def _judge(scope: str, subject: str, budget: dict[str, Any], records: Any, **whe
         scope=scope, subject=subject, defaults={"budget": budget, **where}
     )
     changed = judged != state.state
-    state.state, state.budget, state.spent_cost, state.spent_tokens = judged, budget, cost, tokens
-    state.save()
+    values = {"state": judged, "budget": budget, "spent_cost": cost, "spent_tokens": tokens}
+    if any(getattr(state, name) != value for name, value in values.items()):  # a quiet tick writes nothing
+        for name, value in values.items():
+            setattr(state, name, value)
+        state.save()
     if changed:
         spent, limit = describe(budget, cost, tokens)
         params = {"scope": scope, "subject": subject, "spent": spent, "limit": limit}

@@ -531,3 +531,17 @@ def test_an_agent_still_blocked_after_an_answer_from_its_link_is_sent_again_with
     assert Client().get(second.removeprefix(links.base_url())).status_code == 200
     blocked(agent)  # a screen move with no answer in between sends nothing more
     assert Delivery.objects.filter(state=DeliveryState.SCHEDULED).count() == 0
+
+
+def test_a_retry_is_tried_when_due_even_while_another_retry_of_its_channel_waits():
+    """Two failed deliveries of one channel each wait for their own retry: before, each waited behind the
+    other's later retry, pushing it on forever, and neither was tried again."""
+    add_channel("dead", type="apprise", url=f"json://127.0.0.1:{free_port()}/gone")
+    blocked(make_agent("a"))
+    blocked(make_agent("b"))
+    first, second = Delivery.objects.order_by("created_at")
+    Delivery.objects.filter(pk=first.pk).update(attempts=1, due_at=timezone.now())
+    Delivery.objects.filter(pk=second.pk).update(attempts=1, due_at=timezone.now() + timedelta(seconds=60))
+    assert notify.deliver(first.id) == DeliveryState.SCHEDULED
+    first.refresh_from_db()
+    assert first.attempts == 2  # tried, not put behind the other

@@ -55,6 +55,8 @@ class Sandbox(models.Model):
     pool = models.CharField(max_length=32, blank=True, db_index=True)
     # The engine's id of the image a pool member was made from: a rebuild of its tag replaces it.
     pool_image_id = models.CharField(max_length=100, blank=True)
+    # What its agents may spend together (schema.BUDGET), judged by usage.budgets.
+    budget = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

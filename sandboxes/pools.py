@@ -93,18 +93,24 @@ def match(options: services.Options, document: dict[str, Any]) -> str | None:
     return pool.key if pool and pool.size > 0 else None
 
 
-def create_sandbox(*, actor: Actor, name: str | None = None, pool: bool = True, **options: Any) -> Created:
+def create_sandbox(
+    *,
+    actor: Actor,
+    name: str | None = None,
+    pool: bool = True,
+    budget: dict[str, Any] | None = None,
+    **options: Any,
+) -> Created:
     """sandbox.create: a warm sandbox claimed from the pool of these options, else a cold one. pool False
     skips the pools."""
     resolved = services.resolve_options(actor=actor, **options)
     key = match(resolved, config.get_settings()) if pool else None
-    if key is None:
-        return Created(services.make_sandbox(resolved, name=name, actor=actor), from_pool=False)
-    sandbox = claim(key, resolved.image, name=name, actor=actor)
-    _kick_refill()  # claimed or found empty: either way it is short of members now
+    sandbox = None if key is None else claim(key, resolved.image, name=name, actor=actor, budget=budget)
+    if key is not None:
+        _kick_refill()  # claimed or found empty: either way it is short of members now
     if sandbox is not None:
         return Created(sandbox, from_pool=True)
-    return Created(services.make_sandbox(resolved, name=name, actor=actor), from_pool=False)
+    return Created(services.make_sandbox(resolved, name=name, actor=actor, budget=budget), from_pool=False)
 
 
 def _kick_refill() -> None:
@@ -114,7 +120,9 @@ def _kick_refill() -> None:
         logger.warning("could not ask for a refill of the pools", exc_info=True)
 
 
-def claim(key: str, image: str, *, name: str | None, actor: Actor) -> Sandbox | None:
+def claim(
+    key: str, image: str, *, name: str | None, actor: Actor, budget: dict[str, Any] | None = None
+) -> Sandbox | None:
     """A running member of pool key made from the image as the engine has it now, from then on an
     ordinary sandbox named name (created now); None when there is none."""
     driver = get_driver()
@@ -133,7 +141,7 @@ def claim(key: str, image: str, *, name: str | None, actor: Actor) -> Sandbox | 
         try:
             with transaction.atomic():
                 taken = Sandbox.objects.filter(pk=sandbox_id, pool=key, state=SandboxState.RUNNING).update(
-                    pool="", name=name or sandbox_id, created_at=now, updated_at=now
+                    pool="", name=name or sandbox_id, budget=budget, created_at=now, updated_at=now
                 )
                 if taken:  # else a concurrent create took it first: the next one
                     sandbox = Sandbox.objects.get(pk=sandbox_id)

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 
 from cocoon.schema import (
     BOOLEAN,
+    BUDGET,
     INTEGER,
     STRING,
     TIMESTAMP,
@@ -49,6 +50,7 @@ SANDBOX = obj(
         "runtime": nullable(STRING),
         "driver": STRING,
         "error": nullable(STRING),
+        "budget": nullable(BUDGET),
         "createdAt": TIMESTAMP,
         "updatedAt": TIMESTAMP,
     }
@@ -64,6 +66,7 @@ SANDBOX_CREATE = obj(
         "runtime": string(maxLength=50),
         # False: a cold create even when a warm pool has a sandbox of these options.
         "pool": BOOLEAN,
+        "budget": BUDGET,  # what its agents may spend together
     }
 )
 # sandbox.create's result: the sandbox, and whether it was claimed warm from a pool.
@@ -149,6 +152,7 @@ def serialize_sandbox(sandbox: Sandbox) -> dict[str, Any]:
         "runtime": sandbox.runtime or None,
         "driver": sandbox.driver,
         "error": sandbox.error or None,
+        "budget": sandbox.budget,
         "createdAt": sandbox.created_at.isoformat(),
         "updatedAt": sandbox.updated_at.isoformat(),
     }

@@ -152,7 +152,13 @@ def resolve_options(*, actor: Actor, **options: Any) -> Options:
 
 
 def make_sandbox(
-    options: Options, *, name: str | None, actor: Actor | None, pool: str = "", pool_image_id: str = ""
+    options: Options,
+    *,
+    name: str | None,
+    actor: Actor | None,
+    pool: str = "",
+    pool_image_id: str = "",
+    budget: dict[str, Any] | None = None,
 ) -> Sandbox:
     """Make a sandbox of checked options, or raise leaving nothing behind. A pool member (pool: its
     template's key) is made quietly: no activity entry and no event until a create claims it."""
@@ -174,6 +180,7 @@ def make_sandbox(
                 branch=options.branch,
                 pool=pool,
                 pool_image_id=pool_image_id,
+                budget=budget,
             )
     except IntegrityError:
         raise Conflict(_("A sandbox named %(name)s exists already."), name=name) from None

@@ -21,6 +21,9 @@ CLOSING_REASONS: dict[str, Any] = {
     "rejected": _("Rejected by %(actor)s."),
     "error": _("The run stopped with an error: %(message)s"),
     "budget_spent": _("Its budget is spent: %(spent)s of %(limit)s."),
+    "budget_spent_agent": _("The budget of its agent %(subject)s is spent: %(spent)s of %(limit)s."),
+    "budget_spent_sandbox": _("The budget of its sandbox %(subject)s is spent: %(spent)s of %(limit)s."),
+    "budget_spent_day": _("Today's cap of all agents is spent: %(spent)s of %(limit)s."),
 }
 
 

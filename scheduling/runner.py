@@ -9,6 +9,7 @@ import contextlib
 import json
 import logging
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -56,6 +57,25 @@ PREPARE = """
 mkdir -p .cocoon/report
 grep -qsx '/.cocoon/' .git/info/exclude || echo '/.cocoon/' >> .git/info/exclude
 """
+
+
+# The failures of a step that something outside the run can explain (its agent refused, then ending).
+STEP_FAILURES = {"step_exit", "step_timeout", "no_report", "report_not_json", "report_invalid"}
+_explanations: list[Callable[[Task], dict[str, Any] | None]] = []
+
+
+def register_explanation(explain: Callable[[Task], dict[str, Any] | None]) -> None:
+    """An upper layer's reason for a step's failure, named instead of it (usage: a spent budget, whose
+    refused requests made the step's CLI exit or end without its report)."""
+    _explanations.append(explain)
+
+
+def explained(task: Task, reason: dict[str, Any]) -> dict[str, Any]:
+    if reason["key"] in STEP_FAILURES:
+        for explain in _explanations:
+            if (better := explain(task)) is not None:
+                return better
+    return reason
 
 
 class Abandoned(Exception):
@@ -156,7 +176,7 @@ class Run:
             logger.info("task %s is no longer driven by runner %s", self.task.id, self.token)
             return None
         except StepFailed as failure:
-            return self._fail(failure.reason)
+            return self._fail(explained(self.task, failure.reason))
         except CocoonError as error:
             return self._fail(closing_reason_from_error(error))
         except Exception:

@@ -44,6 +44,19 @@ def _turn(message: dict, block: dict, delta: dict, stop_reason: str, used: dict[
     ]
 
 
+def stream(request: BaseHTTPRequestHandler, chunks: list[bytes], hold: threading.Event | None = None) -> None:
+    """An SSE answer; with hold, its first event is sent and the rest once hold is set."""
+    request.send_response(200)
+    request.send_header("Content-Type", "text/event-stream")
+    request.send_header("Content-Length", str(sum(map(len, chunks))))
+    request.end_headers()
+    request.wfile.write(chunks[0])
+    request.wfile.flush()
+    if hold is not None:
+        hold.wait(timeout=120)
+    request.wfile.write(b"".join(chunks[1:]))
+
+
 class AnthropicStandIn:
     """Answers text; but when a prompt asks to "run" something and the request offers the Bash tool, the
     first answer is a Bash tool call (so the CLI asks for permission), and the answer after the tool
@@ -59,6 +72,7 @@ class AnthropicStandIn:
         trigger: str = "run",
         tool: str = "Bash",
         tool_input: dict | None = None,
+        hold: threading.Event | None = None,
     ) -> None:
         self.requests: list[dict] = []
         self.usage: list[dict[str, int]] = []  # what each message answer reported, in the meter's terms
@@ -66,6 +80,9 @@ class AnthropicStandIn:
         self.tool_input = tool_input or {"command": command, "description": "Run the requested command"}
         self.trigger = trigger  # a prompt holding this asks for the tool call
         self.delay = delay  # seconds before each answer: the CLI shows its working screen meanwhile
+        # Given, each streamed answer stops after its message_start (whose usage the proxy records at
+        # once) until the event is set: what was used is known before the answer ends.
+        self.hold = hold
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -154,14 +171,8 @@ class AnthropicStandIn:
             block, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": reply}
             self._stream(request, _turn(message, block, delta, "end_turn", used))
 
-    @staticmethod
-    def _stream(request: BaseHTTPRequestHandler, chunks: list[bytes]) -> None:
-        body = b"".join(chunks)
-        request.send_response(200)
-        request.send_header("Content-Type", "text/event-stream")
-        request.send_header("Content-Length", str(len(body)))
-        request.end_headers()
-        request.wfile.write(body)
+    def _stream(self, request: BaseHTTPRequestHandler, chunks: list[bytes]) -> None:
+        stream(request, chunks, self.hold)
 
 
 class OpenAIStandIn:
@@ -225,7 +236,7 @@ class OpenAIStandIn:
                     }
                 used = _usage() | {"cacheWriteTokens": 0}  # OpenAI counts no cache writes
                 owner.usage.append(used)
-                AnthropicStandIn._stream(self, _response(payload, item, used))
+                stream(self, _response(payload, item, used))
 
         self.server = ThreadingHTTPServer((host, 0), Handler)
         self.url = f"http://{host}:{self.server.server_port}/v1"

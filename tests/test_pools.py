@@ -164,19 +164,20 @@ def test_a_claimed_sandbox_is_indistinguishable_from_a_fresh_one_and_the_pool_re
     assert pooled.call("system.info")["pool"] == {"ready": 1, "starting": 0}
 
     before = datetime.now(UTC)
-    claimed = pool_of.create(name="warm-one")
-    assert (claimed["id"], claimed["name"], claimed["fromPool"], claimed["state"]) == (
+    claimed = pool_of.create(name="warm-one", budget={"cost": 5})
+    assert (claimed["id"], claimed["name"], claimed["fromPool"], claimed["state"], claimed["budget"]) == (
         member,
         "warm-one",
         True,
         "running",
+        {"cost": 5},
     )
     assert datetime.fromisoformat(claimed["createdAt"]) >= before.replace(microsecond=0)
     assert claimed["id"] in {sandbox["id"] for sandbox in pooled.call("sandbox.list")}
     assert pooled.call("sandbox.diff", {"sandboxId": member}) == {"patch": "", "files": []}
 
-    cold = pool_of.create(pool=False)
-    assert cold["fromPool"] is False
+    cold = pool_of.create(pool=False, budget={"tokens": 1000})
+    assert (cold["fromPool"], cold["budget"]) == (False, {"tokens": 1000})
     assert fingerprint(pooled, member) == fingerprint(pooled, cold["id"])
 
     # Refilled: a new member, not the claimed one.

@@ -278,6 +278,7 @@ def test_lifecycle_emits_events_and_activity(cocoond, sandboxes):
         ({"repo": "/srv/git/project.git"}, "repo"),
         ({"runtime": "runsc-does-not-exist"}, "runtime"),
         ({"name": "../etc"}, "name"),
+        ({"budget": {"cost": -1}}, "budget.cost"),
     ],
 )
 def test_bad_input_is_rejected_and_leaves_nothing_behind(cocoond, sandbox_image, docker_client, params, path):

@@ -291,3 +291,103 @@ def test_a_task_budget_that_says_stop_fails_the_task_with_its_reason(transaction
     task.refresh_from_db()
     assert task.status == "failed"
     assert render_closing_reason(task.reason, "en") == "Its budget is spent: 11000 tokens of 10000 tokens."
+
+
+def test_a_sandbox_budget_refuses_the_whole_sandbox_until_it_is_raised_or_removed(transactional_db):
+    from usage import budgets
+
+    box, other = sandbox("s"), sandbox("other")
+    Sandbox.objects.filter(pk=box.pk).update(budget={"tokens": 10_000})
+    named = Agent.objects.create(sandbox=box, profile="claude-code")
+    ingest.ingest([line(box.id, named.id), line(box.id), line(other.id)])  # 2 x 5,500 tokens in box
+    [state] = call("usage.budgets", {"state": "exceeded"}, AGENT_ACTOR)
+    assert (state["scope"], state["subject"], state["spentTokens"]) == ("sandbox", box.id, 11_000)
+    refused = budgets.refusals()
+    assert set(refused["sandboxes"]) == {box.id}  # every request of it, named or not; not the other's
+    assert (
+        f"the budget of sandbox {box.id} is spent (11000 tokens of 10000 tokens)"
+        in refused["sandboxes"][box.id]
+    )
+    assert call("sandbox.get", {"sandboxId": box.id})["budget"] == {"tokens": 10_000}
+
+    raised = call("usage.set_budget", {"sandboxId": box.id, "budget": {"tokens": 20_000}})
+    assert (raised["scope"], raised["state"]) == ("sandbox", "ok")
+    assert budgets.refusals()["sandboxes"] == {}
+    ingest.ingest([line(box.id) for _ in range(2)])
+    assert set(budgets.refusals()["sandboxes"]) == {box.id}
+    assert call("usage.set_budget", {"sandboxId": box.id, "budget": None}) is None
+    assert budgets.refusals()["sandboxes"] == {}
+    assert Sandbox.objects.get(pk=box.pk).budget is None
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"budget": {"cost": 1}},  # whose?
+        {"agentId": "ag_x", "sandboxId": "sb_x", "budget": {"cost": 1}},  # one at a time
+        {"sandboxId": "../x", "budget": {"cost": 1}},
+        {"sandboxId": "sb_x", "budget": {"cost": 0}},
+    ],
+)
+def test_set_budget_names_exactly_one_owner(params):
+    with pytest.raises(InvalidParams):
+        call("usage.set_budget", params)
+
+
+def test_set_budget_of_an_unknown_sandbox_is_not_found():
+    with pytest.raises(CocoonError) as raised:
+        call("usage.set_budget", {"sandboxId": "sb_nosuch", "budget": {"cost": 1}})
+    assert raised.value.code == "not_found"
+
+
+def test_a_task_whose_request_the_proxy_refused_fails_naming_the_spent_budget(transactional_db):
+    from scheduling.reasons import render_closing_reason
+
+    box = sandbox("s")
+    Sandbox.objects.filter(pk=box.pk).update(budget={"tokens": 5_000})
+    task = Task.objects.create(
+        title="t", prompt="p", workflow=[{"profile": "claude-code"}], status="running", sandbox_id=box.id
+    )
+    worker = Agent.objects.create(sandbox=box, profile="claude-code", task_id=task.id)
+    Task.objects.filter(pk=task.pk).update(steps=[{"status": "running", "agentId": worker.id}])
+    ingest.ingest([line(box.id, worker.id)])  # spent: the proxy refuses what comes next
+    task.refresh_from_db()
+    assert task.status == "running"  # refuse (the default) fails nothing by itself
+    nothing = dict.fromkeys(("inputTokens", "outputTokens", "cacheWriteTokens", "cacheReadTokens"), 0)
+    refused = line(box.id, worker.id, status=403, refused=True, model="", stream=False, **nothing)
+    ingest.ingest([refused])
+    task.refresh_from_db()
+    assert task.status == "failed"
+    assert render_closing_reason(task.reason, "en") == (
+        f"The budget of its sandbox {box.id} is spent: 5500 tokens of 5000 tokens."
+    )
+    [record] = call("usage.records", {"taskId": task.id, "limit": 1})["records"]
+    assert (record["refused"], record["status"]) == (True, 403)
+
+
+def test_a_step_that_failed_while_a_budget_covering_its_task_is_spent_is_said_to_have_failed_for_it(
+    transactional_db,
+):
+    from cocoon import config
+    from scheduling import runner
+    from scheduling.reasons import closing_reason, render_closing_reason
+
+    box = sandbox("s")
+    task = Task.objects.create(title="t", prompt="p", workflow=[], status="running", sandbox_id=box.id)
+    worker = Agent.objects.create(sandbox=box, profile="claude-code", task_id=task.id, budget={"tokens": 1})
+    no_report = closing_reason("no_report", path=".cocoon/report/x.json")
+    assert runner.explained(task, no_report) == no_report  # nothing spent: the step's own reason
+    ingest.ingest([line(box.id, worker.id)])
+    explained = render_closing_reason(runner.explained(task, no_report), "en")
+    assert explained == f"The budget of its agent {worker.id} is spent: 5500 tokens of 1 tokens."
+    gone = closing_reason("sandbox_gone", sandbox=box.id)
+    assert runner.explained(task, gone) == gone  # not a step's failure: no budget explains it
+    config.update_settings({"usage": {"dailyCap": 0.000001}}, actor=SYSTEM_ACTOR)
+    Agent.objects.filter(pk=worker.pk).update(budget=None)
+    from usage.models import BudgetState
+
+    BudgetState.objects.filter(scope="agent").delete()
+    ingest.ingest([line(sandbox("t").id)])
+    assert render_closing_reason(runner.explained(task, no_report), "en").startswith(
+        "Today's cap of all agents is spent:"
+    )

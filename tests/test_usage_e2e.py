@@ -2,6 +2,7 @@
 proxy to local stand-ins of their APIs, which report realistic usage (SSE); cocoon's records match what
 the stand-ins reported, token for token, attributed to the agent."""
 
+import threading
 from collections import Counter
 
 import pytest
@@ -88,3 +89,67 @@ def test_a_cli_past_its_budget_is_refused_by_the_proxy_and_shows_why(toolbox_coc
     assert len(llm.requests) == asked  # nothing more reached the provider
     items = cocoond.call("attention.list", {"sandboxId": sandbox["id"]})
     assert "budget" in {item["kind"] for item in items}
+
+
+def test_a_task_cut_off_by_its_budget_mid_run_fails_naming_it_and_its_cli_shows_why(toolbox_cocoond, stage):  # noqa: F811
+    """Claude Code's first answer (held after its message_start until the budget is judged spent and
+    the proxy has loaded that) is a tool call; the CLI's next request, with the tool's result, is
+    refused by the proxy: the CLI shows the budget's message, and the task fails naming its budget."""
+    cocoond = toolbox_cocoond
+    hold = threading.Event()
+    read = {"file_path": "/workspace/.git/HEAD"}  # a tool Claude Code runs without asking
+    llm, sandbox = stage(AnthropicStandIn, "ANTHROPIC_API_KEY", tool="Read", tool_input=read, hold=hold)
+    provider = {"kind": "anthropic", "auth": "x-api-key", "baseUrl": llm.url, "secret": "ANTHROPIC_API_KEY"}
+    cocoond.call("settings.update", {"providers": {"budgeted": provider}})
+    try:
+        step = {"profile": "claude-code", "prompt": "{{prompt}}", "providers": ["budgeted"], "timeoutS": 180}
+        task = cocoond.call(
+            "task.create",
+            {
+                "prompt": "Run a search.",
+                "sandboxId": sandbox["id"],
+                "workflow": [step],
+                "budget": {"tokens": 1},
+            },
+        )
+
+        def spent() -> bool:
+            states = cocoond.call("usage.budgets", {"state": "exceeded"})
+            return task["id"] in {state["subject"] for state in states}
+
+        wait_until(spent, timeout=120, interval=0.5)
+        status = cocoond.call("egress.status", {})
+        wait_until(
+            lambda: cocoond.call("egress.status", {})["acknowledgedVersion"] >= status["policyVersion"]
+        )
+        asked = len(llm.requests)
+        agent_id = cocoond.call("task.get", {"taskId": task["id"]})["steps"][0]["agentId"]
+        hold.set()  # the tool call goes out; the CLI runs it and asks again
+
+        screens = []
+
+        def ended() -> dict | None:  # the screen is looked at until the failed task kills the agent
+            screens.append(cocoond.call("agent.read", {"agentId": agent_id})["screen"])
+            found = cocoond.call("task.get", {"taskId": task["id"]})
+            return found if found["status"] not in {"queued", "running"} else None
+
+        failed = wait_until(ended, timeout=120, interval=0.1)
+        assert (failed["status"], failed["reasonCode"]) == ("failed", "budget_spent"), failed
+        assert failed["reason"].startswith("Its budget is spent: "), failed["reason"]
+        shown = "".join(screen.replace("\n", "") for screen in screens)
+        offered = {
+            tool.get("name") for request in llm.requests for tool in request["body"].get("tools") or []
+        }
+        assert f"the budget of task {task['id']} is spent" in shown, (screens[-1], offered)
+        assert len(llm.requests) == asked  # the refused request never reached the provider
+
+        def refused() -> list[dict]:  # the proxy's record of it (whichever came first, it or the CLI's end)
+            records = cocoond.call("usage.records", {"taskId": task["id"], "limit": 1000})["records"]
+            return [record for record in records if record["refused"]]
+
+        assert {record["status"] for record in wait_until(refused, timeout=30)} == {403}
+        items = cocoond.call("attention.list", {"sandboxId": sandbox["id"]})
+        assert {"budget", "task_failed"} <= {item["kind"] for item in items}
+    finally:
+        hold.set()
+        cocoond.call("settings.reset", {"keys": ["providers.budgeted"]})

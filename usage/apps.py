@@ -7,6 +7,8 @@ class UsageConfig(AppConfig):
 
     def ready(self) -> None:
         from egress import policy
+        from scheduling import runner
         from usage import budgets
 
         policy.register_refusals(budgets.refusals)
+        runner.register_explanation(budgets.explain)

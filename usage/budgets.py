@@ -1,8 +1,9 @@
-"""Budgets: what an agent, a task (its agents together) or all agents in a day (settings usage.dailyCap)
-may spend, judged after each ingest. A budget nearly spent (settings usage.notifyAt) or spent is a
-"usage.budget" event (attention makes it an item); a spent one makes the credential proxy refuse its
-requests with a message naming it, until the budget is raised (usage.set_budget, the settings), which
-lets requests through again as soon as the proxy has acknowledged the new policy."""
+"""Budgets: what an agent, a task or a sandbox (their agents together) or all agents in a day (settings
+usage.dailyCap) may spend, judged after each ingest. A budget nearly spent (settings usage.notifyAt) or
+spent is a "usage.budget" event (attention makes it an item); a spent one makes the credential proxy
+refuse its requests with a message naming it, until the budget is raised (usage.set_budget, the settings),
+which lets requests through again as soon as the proxy has acknowledged the new policy. A task whose
+request was refused is cut off: it fails, naming the budget (an unattended run cannot wait for a raise)."""
 
 import logging
 from datetime import UTC, datetime, timedelta
@@ -24,6 +25,7 @@ from cocoon.errors import CocoonError, field_error
 from cocoon.lookup import get_or_not_found
 from egress import services as egress
 from egress.policy import Refusals
+from sandboxes.models import Sandbox
 from scheduling import services as tasks
 from scheduling.choices import OPEN_STATUSES
 from scheduling.models import Task
@@ -129,15 +131,51 @@ def _judge(scope: str, subject: str, budget: dict[str, Any], records: Any, **whe
 
 
 def _stop(scope: str, subject: str, spent: str, limit: str) -> None:
-    """A spent budget that says stop: its agent is killed, its task failed (which kills its agent)."""
+    """A spent budget that says stop: its agent is killed, its task failed (which kills its agent), the
+    agents in its sandbox killed (their tasks fail, naming the budget)."""
+    if scope == Scope.TASK:
+        _fail_task(subject, closing_reason("budget_spent", spent=spent, limit=limit))
+        return
+    live = Agent.objects.exclude(status=AgentStatus.EXITED)
+    chosen = live.filter(pk=subject) if scope == Scope.AGENT else live.filter(sandbox_id=subject)
+    for agent_id in chosen.values_list("pk", flat=True) if scope != Scope.DAY else ():
+        try:
+            agents.kill_agent(agent_id, actor=SYSTEM_ACTOR)
+        except CocoonError as error:  # it ended meanwhile
+            logger.info("the agent %s of a spent budget could not be stopped: %s", agent_id, error)
+
+
+def _fail_task(task_id: str, reason: dict[str, Any]) -> None:
     try:
-        if scope == Scope.AGENT:
-            agents.kill_agent(subject, actor=SYSTEM_ACTOR)
-        elif scope == Scope.TASK:
-            reason = closing_reason("budget_spent", spent=spent, limit=limit)
-            tasks.fail_task(subject, reason, actor=SYSTEM_ACTOR)
+        tasks.fail_task(task_id, reason, actor=SYSTEM_ACTOR)
     except CocoonError as error:  # it ended meanwhile
-        logger.info("the %s %s of a spent budget could not be stopped: %s", scope, subject, error)
+        logger.info("the task %s of a spent budget could not be failed: %s", task_id, error)
+
+
+def explain(task: Task) -> dict[str, Any] | None:
+    """Why a task's step failed, if a spent budget covers the task (its own, its sandbox's, one of its
+    agents', or today's cap): the reason naming it. A CLI refused by the proxy exits or ends its turn
+    with an error; the runner asks this before it names the step's failure (scheduling.runner)."""
+    covering = [(Scope.TASK, task.id), (Scope.SANDBOX, task.sandbox_id), (Scope.DAY, _today())]
+    covering += [
+        (Scope.AGENT, agent_id)
+        for agent_id in Agent.objects.filter(task_id=task.id).values_list("pk", flat=True)
+    ]
+    for scope, subject in covering:
+        state = BudgetState.objects.filter(scope=scope, subject=subject, state=EXCEEDED).first()
+        if state is not None:
+            spent, limit = describe(state.budget, state.spent_cost, state.spent_tokens)
+            key = "budget_spent" if scope == Scope.TASK else f"budget_spent_{scope}"
+            return closing_reason(key, subject=subject, spent=spent, limit=limit)
+    return None
+
+
+def cut_off(task_ids: set[str]) -> None:
+    """Tasks whose requests the proxy refused fail, naming the spent budget."""
+    for task in Task.objects.filter(pk__in=task_ids, status__in=OPEN_STATUSES):
+        reason = explain(task)
+        if reason is not None:  # else raised meanwhile: the next request passes
+            _fail_task(task.id, reason)
 
 
 def _retire(states: Any) -> None:
@@ -149,8 +187,19 @@ def _retire(states: Any) -> None:
     states.delete()
 
 
-def evaluate(agent_ids: set[str], task_ids: set[str], *, day: bool = True, wait: bool = False) -> bool:
-    """Judge the budgets of these agents and tasks (and today's cap); the policy is published when
+def _today() -> str:
+    return datetime.now(UTC).date().isoformat()
+
+
+def evaluate(
+    agent_ids: set[str],
+    task_ids: set[str],
+    sandbox_ids: set[str] | frozenset[str] = frozenset(),
+    *,
+    day: bool = True,
+    wait: bool = False,
+) -> bool:
+    """Judge the budgets of these agents, tasks and sandboxes (and today's cap); the policy is published when
     what the proxy refuses changed (with wait: and loaded by the proxy before it returns). Returns
     whether any state changed."""
     with transaction.atomic():
@@ -164,6 +213,10 @@ def evaluate(agent_ids: set[str], task_ids: set[str], *, day: bool = True, wait:
             records = UsageRecord.objects.filter(task_id=task.id)
             where = {"sandbox_id": task.sandbox_id, "task_id": task.id}
             changed |= _judge(Scope.TASK, task.id, task.budget or {}, records, **where)
+        for sandbox in Sandbox.objects.filter(pk__in=sandbox_ids).filter(budget__isnull=False):
+            records = UsageRecord.objects.filter(sandbox_id=sandbox.id)
+            where = {"sandbox_id": sandbox.id}
+            changed |= _judge(Scope.SANDBOX, sandbox.id, sandbox.budget or {}, records, **where)
         if day:
             now = datetime.now(UTC)
             today = now.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -182,13 +235,17 @@ def evaluate(agent_ids: set[str], task_ids: set[str], *, day: bool = True, wait:
 def refusals() -> Refusals:
     """For the egress policy: today's spent cap refuses everyone; a spent agent budget that agent, and
     in its sandbox every request that names no agent; a spent task budget every agent of the task (its
-    own sandbox wholly: the agents of steps still to come). Only live agents and open tasks count."""
+    own sandbox wholly: the agents of steps still to come); a spent sandbox budget the whole sandbox.
+    Only live agents and open tasks count."""
     found = Refusals(all="", sandboxes={}, agents={}, unnamed={})
-    today = datetime.now(UTC).date().isoformat()
+    today = _today()
     for state in BudgetState.objects.filter(state=EXCEEDED):
         text = message(state)
         if state.scope == Scope.DAY:
             found["all"] = text if state.subject == today else found["all"]
+            continue
+        if state.scope == Scope.SANDBOX:
+            found["sandboxes"][state.subject] = text
             continue
         if state.scope == Scope.AGENT:
             live = Agent.objects.filter(pk=state.subject).exclude(status=AgentStatus.EXITED)
@@ -206,18 +263,30 @@ def refusals() -> Refusals:
 
 
 def set_budget(
-    *, actor: Actor, budget: dict[str, Any] | None, agent_id: str = "", task_id: str = ""
+    *,
+    actor: Actor,
+    budget: dict[str, Any] | None,
+    agent_id: str = "",
+    task_id: str = "",
+    sandbox_id: str = "",
 ) -> BudgetState | None:
-    """Set (or with None remove) an agent's or a task's budget and judge it again at once."""
-    if bool(agent_id) == bool(task_id):
-        raise field_error("agentId", _("Name an agent or a task."), "required")
+    """Set (or with None remove) an agent's, a task's or a sandbox's budget and judge it again at once."""
+    if sum(map(bool, (agent_id, task_id, sandbox_id))) != 1:
+        raise field_error("agentId", _("Name an agent, a task or a sandbox."), "required")
+    owner: Agent | Task | Sandbox
     if agent_id:
-        owner: Agent | Task = get_or_not_found(
+        owner = get_or_not_found(
             Agent.objects.all(), agent_id, _("Agent %(id)s does not exist."), id=agent_id
         )
-    else:
+        scope, subject = Scope.AGENT, agent_id
+    elif task_id:
         owner = get_or_not_found(Task.objects.all(), task_id, _("Task %(id)s does not exist."), id=task_id)
-    scope, subject = (Scope.AGENT, agent_id) if agent_id else (Scope.TASK, task_id)
+        scope, subject = Scope.TASK, task_id
+    else:
+        owner = get_or_not_found(
+            Sandbox.objects.claimed(), sandbox_id, _("Sandbox %(id)s does not exist."), id=sandbox_id
+        )
+        scope, subject = Scope.SANDBOX, sandbox_id
     with transaction.atomic():
         type(owner).objects.filter(pk=owner.pk).update(budget=budget)
         limit = describe(budget, Decimal(0), 0)[1] if budget else "-"
@@ -225,7 +294,7 @@ def set_budget(
         if budget is None:
             _retire(BudgetState.objects.filter(scope=scope, subject=subject))
             egress.sync(wait=False)  # published on commit below, acknowledged before this returns
-    evaluate({agent_id} - {""}, {task_id} - {""}, day=False, wait=True)
+    evaluate({agent_id} - {""}, {task_id} - {""}, {sandbox_id} - {""}, day=False, wait=True)
     if budget is None:
         egress.sync(wait=True)
         return None

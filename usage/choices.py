@@ -6,6 +6,7 @@ class Scope(models.TextChoices):
 
     AGENT = "agent", "agent"
     TASK = "task", "task"  # its agents together
+    SANDBOX = "sandbox", "sandbox"  # the agents in it together
     DAY = "day", "day"  # all agents in one UTC day (settings usage.dailyCap)
 
 

@@ -109,7 +109,9 @@ def ingest(lines: list[bytes]) -> int:
                     record.save(force_update=True)
     if records:
         agents = {record.agent_id for record in records} - {""}
-        budgets.evaluate(agents, {record.task_id for record in records} - {""})
+        sandboxes = {record.sandbox_id for record in records}
+        budgets.evaluate(agents, {record.task_id for record in records} - {""}, sandboxes)
+        budgets.cut_off({record.task_id for record in records if record.refused} - {""})
     return stored
 
 
@@ -138,6 +140,7 @@ def parse(line: bytes) -> UsageRecord | None:
             stream=entry.get("stream") is True,
             complete=entry.get("complete") is True,
             final=entry.get("final") is True,
+            refused=entry.get("refused") is True,
             latency_ms=float(min(max(float(entry.get("latencyMs", 0)), 0.0), 86_400_000.0)),
         )
         for wire, name in TOKEN_FIELDS.items():

@@ -12,6 +12,7 @@ from usage.schemas import BUDGET_STATE, RECORD, SUMS, serialize_group, serialize
 ID = string(maxLength=40)
 AGENT_ID = string(pattern="^ag_[a-z0-9]{1,37}$")
 TASK_ID = string(pattern="^tk_[a-z0-9]{1,37}$")
+SANDBOX_ID = string(pattern="^sb_[a-z0-9]{1,37}$")
 FILTERS = {
     "sandboxId": ID,
     "agentId": ID,
@@ -57,13 +58,13 @@ def usage_summary(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "usage.set_budget",
-    description="Set an agent's or a task's budget ({cost?, tokens?}; null removes it) and judge it at once: "
-    "raised past what was spent, its requests pass the credential proxy again as soon as it has loaded "
-    "the new policy (this call waits for that).",
+    description="Set an agent's, a task's or a sandbox's budget ({cost?, tokens?, onSpent?}; null removes "
+    "it) and judge it at once: raised past what was spent, its requests pass the credential proxy again "
+    "as soon as it has loaded the new policy (this call waits for that).",
     params=obj(
-        {"agentId": AGENT_ID, "taskId": TASK_ID, "budget": nullable(BUDGET)},
+        {"agentId": AGENT_ID, "taskId": TASK_ID, "sandboxId": SANDBOX_ID, "budget": nullable(BUDGET)},
         required=("budget",),
-        oneOf=[{"required": ["agentId"]}, {"required": ["taskId"]}],  # one of them, not both
+        oneOf=[{"required": [name]} for name in ("agentId", "taskId", "sandboxId")],  # just one of them
     ),
     result=nullable(BUDGET_STATE),
     admin=True,
@@ -75,15 +76,16 @@ def usage_set_budget(call: Call) -> dict[str, Any] | None:
         budget=params["budget"],
         agent_id=params.get("agentId", ""),
         task_id=params.get("taskId", ""),
+        sandbox_id=params.get("sandboxId", ""),
     )
     return None if state is None else budgets.serialize_state(state)
 
 
 @registry.method(
     "usage.budgets",
-    description="Every budget as last judged after an ingest: its scope (agent, task, day), what it allows, "
-    "what was spent, and its state (ok; warned: settings usage.notifyAt of it spent; exceeded: requests "
-    "refused).",
+    description="Every budget as last judged after an ingest: its scope (agent, task, sandbox, day), what it "
+    "allows, what was spent, and its state (ok; warned: settings usage.notifyAt of it spent; exceeded: "
+    "requests refused).",
     params=obj({"state": enum("ok", "warned", "exceeded")}),
     result=array(BUDGET_STATE),
     agent_side=True,

@@ -29,6 +29,7 @@ class UsageRecord(models.Model):
     cache_read_tokens = models.PositiveBigIntegerField(default=0)
     cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)  # settings usage.currency
     priced = models.BooleanField(default=False)  # a price matched its provider and model
+    refused = models.BooleanField(default=False)  # the proxy answered it itself: a budget is spent
 
     class Meta:
         ordering = ["-at", "-id"]
@@ -38,13 +39,13 @@ class UsageRecord(models.Model):
 
 
 class BudgetState(models.Model):
-    """How much of one budget is spent, as last judged: an agent's, a task's, or the day's cap.
+    """How much of one budget is spent, as last judged: an agent's, a task's, a sandbox's, or the day's cap.
 
     A spent one (exceeded) is what the credential proxy refuses requests for (egress policy "refuse").
     """
 
-    scope = models.CharField(max_length=10)  # agent, task, day
-    subject = models.CharField(max_length=40)  # the agent or task id, or the day (YYYY-MM-DD, UTC)
+    scope = models.CharField(max_length=10)  # agent, task, sandbox, day
+    subject = models.CharField(max_length=40)  # the agent, task or sandbox id, or the day (YYYY-MM-DD, UTC)
     state = models.CharField(max_length=10, default="ok")  # ok, warned, exceeded
     budget = models.JSONField()  # what it was judged against ({cost?, tokens?})
     spent_cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)

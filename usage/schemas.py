@@ -4,6 +4,7 @@ from decimal import Decimal
 from typing import Any
 
 from cocoon.schema import BOOLEAN, BUDGET, STRING, TIMESTAMP, enum, integer, nullable, obj
+from usage.choices import Scope
 from usage.models import UsageRecord
 from usage.services import Group
 
@@ -33,11 +34,12 @@ RECORD = obj(
         **TOKENS,
         "cost": NUMBER,
         "priced": BOOLEAN,
+        "refused": BOOLEAN,  # answered by the proxy itself: a budget is spent
     }
 )
 BUDGET_STATE = obj(
     {
-        "scope": enum("agent", "task", "day"),
+        "scope": enum(*Scope.values),
         "subject": STRING,
         "state": enum("ok", "warned", "exceeded"),
         "budget": BUDGET,
@@ -77,6 +79,7 @@ def serialize_record(record: UsageRecord) -> dict[str, Any]:
         "cacheReadTokens": record.cache_read_tokens,
         "cost": _number(record.cost),
         "priced": record.priced,
+        "refused": record.refused,
     }
 
 

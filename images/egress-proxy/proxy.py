@@ -844,6 +844,15 @@ class CredentialHandler(Handler):
             raise Denied("no_grant")
         agent = self._check_placeholder(request, provider, sandbox)
         sandbox_id = sandbox.get("id") or ""
+        at, started, record_id = time.time(), time.monotonic(), os.urandom(16).hex()
+        asked = {
+            "id": record_id,
+            "at": at,
+            "sandboxId": sandbox_id,
+            "agentId": agent,
+            "provider": provider_id,
+        }
+        asked |= {"method": request.method[:16], "path": rest.split("?")[0][:300]}
         refused = p.refuse.get("all") or p.refuse.get("sandboxes", {}).get(sandbox_id)
         refused = refused or p.refuse.get("agents", {}).get(agent or "")
         if agent is None:  # a request that names no agent counts for none: not where one is spent
@@ -852,6 +861,8 @@ class CredentialHandler(Handler):
             with contextlib.suppress(OSError, Denied):
                 discard_body(self.length, self.reader)  # read, or the close would reset the answer
                 self.connection.sendall(refusal(provider.get("kind", ""), str(refused)[:500]))
+            with contextlib.suppress(OSError):  # a task whose request was refused is failed for it
+                write_usage(asked | {"status": 403, "refused": True, "final": True, "latencyMs": 0})
             return
         base = urlsplit(provider["baseUrl"])
         secure = base.scheme == "https"
@@ -865,19 +876,14 @@ class CredentialHandler(Handler):
             except (ssl.SSLError, OSError):
                 upstream.close()
                 raise Denied("tls_failed", 502) from None
-        meter, started, at, record_id = Meter(), time.monotonic(), time.time(), os.urandom(16).hex()
+        meter = Meter()
 
         def note(final: bool = False) -> None:
             """The request's record as far as it goes: at a stream's start (so that a proxy killed
             mid-stream loses nothing counted) and at its end, under the same id."""
             with contextlib.suppress(OSError):
                 write_usage(
-                    {"id": record_id, "at": at, "sandboxId": sandbox.get("id"), "agentId": agent}
-                    | {
-                        "provider": provider_id,
-                        "method": request.method[:16],
-                        "path": rest.split("?")[0][:300],
-                    }
+                    asked
                     | {"latencyMs": round((time.monotonic() - started) * 1000, 1), "final": final}
                     | meter.record()
                 )

@@ -73,13 +73,18 @@ def enum(*values: str) -> Schema:
     return {"type": "string", "enum": list(values)}
 
 
+NULL: Schema = {"type": "null"}
+
+
 def nullable(schema: Schema) -> Schema:
-    return {"anyOf": [schema, {"type": "null"}]}
+    return {"anyOf": [schema, NULL]}
 
 
 LIMIT_MESSAGES = {
     "minimum": _("Must be at least %(limit)s."),
     "maximum": _("Must be at most %(limit)s."),
+    "exclusiveMinimum": _("Must be more than %(limit)s."),
+    "exclusiveMaximum": _("Must be less than %(limit)s."),
     "minLength": _("Must be at least %(limit)s characters long."),
     "maxLength": _("Must be at most %(limit)s characters long."),
     "minItems": _("Must have at least %(limit)s items."),
@@ -99,6 +104,11 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
     if kind == "required":
         missing = [name for name in value if name not in error.instance]
         return [field(_join([*path, name]), _("This field is required."), "required") for name in missing]
+    if kind == "anyOf" and error.instance is not None and NULL in value:
+        # nullable(schema) given a value: what the schema says of it, field by field.
+        inner = [sub for sub in error.context or () if value[sub.relative_schema_path[0]] != NULL]
+        if inner:
+            return [found for sub in inner for found in _field_errors(sub)]
     if kind == "anyOf" and all(set(choice) == {"required"} for choice in value):
         # Alternative parameter sets (schedule.preview: cron, or a saved scheduleId).
         names = [name for choice in value for name in choice["required"]]

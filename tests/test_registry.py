@@ -4,7 +4,7 @@ import pytest
 from jsonschema.exceptions import ValidationError
 
 from cocoon.actors import Actor
-from cocoon.errors import CocoonError, ErrorCode
+from cocoon.errors import CocoonError, ErrorCode, InvalidParams
 from cocoon.registry import Registry, registry
 from cocoon.schema import STRING, obj
 
@@ -91,3 +91,14 @@ def test_a_whole_number_written_as_a_float_is_an_integer_to_the_handler():
         "records": [],
         "next": None,
     }
+
+
+def test_a_nullable_object_given_a_value_names_the_field_that_is_wrong():
+    from cocoon.schema import BUDGET, compile_schema, nullable, obj, validate
+
+    validator = compile_schema(obj({"budget": nullable(BUDGET)}))
+    with pytest.raises(InvalidParams) as raised:
+        validate(validator, {"budget": {"cost": 0, "tokens": "lots"}})
+    fields = {field["path"]: field["message"] for field in raised.value.render()["details"]["fields"]}
+    assert fields == {"budget.cost": "Must be more than 0.", "budget.tokens": "Must be of type integer."}
+    validate(validator, {"budget": None})

@@ -25,6 +25,7 @@ ADMIN_PAGES = [
     "/settings/tokens",
     "/settings/providers",
     "/settings/egress",
+    "/settings/usage",
 ]
 
 

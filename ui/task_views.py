@@ -17,8 +17,9 @@ from cocoon.errors import CocoonError
 from sandboxes.choices import NetworkMode
 from scheduling.choices import OPEN_STATUSES, Overlap, StepStatus, TaskStatus
 from ui.diff import diff_context
-from ui.usage_views import spent
-from ui.web import call, done, form_number, method_of, page, profiles, show
+from ui.usage_views import BudgetForm, budget_section, set_budget, spent
+from ui.web import call, done, form_errors, form_number, method_of, page, profiles, show
+from usage.choices import Scope
 
 TASK_ACTIONS = {"cancel": "task.cancel", "approve": "task.approve", "reject": "task.reject"}
 SCHEDULE_ACTIONS = {"run": "schedule.run", "delete": "schedule.delete"}
@@ -73,16 +74,6 @@ def _form_options(request: HttpRequest, template: dict[str, Any]) -> dict[str, A
     }
 
 
-def form_errors(error: CocoonError, prefix: str = "") -> dict[str, Any]:
-    """The error for a form: its message, and each field's message by path (without the prefix)."""
-    rendered = error.render()
-    fields = {
-        field["path"].removeprefix(prefix): field["message"]
-        for field in rendered["details"].get("fields") or []
-    }
-    return {"message": rendered["message"], "fields": fields}
-
-
 # -- tasks -------------------------------------------------------------------------------------------
 
 
@@ -109,6 +100,10 @@ def _steps_done(task: dict[str, Any]) -> int:
 
 @page()
 def task(request: HttpRequest, task_id: str) -> HttpResponse:
+    return _task_page(request, task_id)
+
+
+def _task_page(request: HttpRequest, task_id: str, posted: BudgetForm | None = None) -> HttpResponse:
     current = call(request, "task.get", taskId=task_id)
     diff = current["diff"] or {"files": [], "patch": ""}
     context = {
@@ -120,8 +115,15 @@ def task(request: HttpRequest, task_id: str) -> HttpResponse:
         "sandbox_exists": bool(current["sandboxId"])
         and any(sb["id"] == current["sandboxId"] for sb in call(request, "sandbox.list")),
         "spend": spent(call(request, "usage.summary", groupBy="task", taskId=task_id)),
+        "budget": budget_section(request, Scope.TASK, task_id, current["budget"], posted),
     }
-    return show(request, "ui/task.html", context)
+    return show(request, "ui/task.html", context, status=400 if posted else 200)
+
+
+@page(admin=True)
+@require_POST
+def task_budget(request: HttpRequest, task_id: str) -> HttpResponse:
+    return set_budget(request, Scope.TASK, task_id, _task_page)
 
 
 def _approval(form: Any) -> dict[str, Any]:

@@ -1,8 +1,12 @@
-"""Usage: what agents' LLM requests cost, summed per day, model, agent and task (plain HTML bars), and
-every record as a CSV download. money() is how every page writes an amount."""
+"""Usage: what agents' LLM requests cost, summed per day, model, agent and task (plain HTML bars), every
+budget as last judged, and every record as a CSV download. money() is how every page writes an amount.
+
+The budget section of a sandbox's, an agent's and a task's page is here too: budget_section() for what it
+shows, set_budget() for its form's POST."""
 
 import csv
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -10,12 +14,16 @@ from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from ui.web import call, page, show
+from cocoon.errors import InvalidParams
+from ui.web import actor_of, call, done, form_errors, form_number, page, show
+from usage.budgets import describe
+from usage.choices import BudgetStatus, Scope
 
 DEFAULT_DAYS = 30
 TOP = 10  # agents and tasks in their charts
@@ -111,6 +119,144 @@ def bars(summary: dict[str, Any], limit: int | None = None) -> list[dict[str, An
     ]
 
 
+# -- budgets -----------------------------------------------------------------------------------------
+
+BUDGET_NUMBERS = ("cost", "tokens")
+DEFAULT_ON_SPENT = "refuse"  # what a budget without onSpent does (cocoon.schema BUDGET)
+ON_SPENT = {
+    "refuse": _("refuse its requests"),
+    "stop": _("refuse its requests and stop its agents"),
+}
+BUDGET_STATES = {
+    BudgetStatus.OK: _("ok"),
+    BudgetStatus.WARNED: _("warned"),
+    BudgetStatus.EXCEEDED: _("exceeded"),
+}
+STATE_ORDER = (BudgetStatus.EXCEEDED, BudgetStatus.WARNED, BudgetStatus.OK)  # what needs a person first
+SCOPES = {
+    Scope.AGENT: _("agent"),
+    Scope.TASK: _("task"),
+    Scope.SANDBOX: _("sandbox"),
+    Scope.DAY: _("daily cap"),
+}
+OWNER_PAGES = {Scope.AGENT: "ui:agent", Scope.TASK: "ui:task", Scope.SANDBOX: "ui:sandbox"}
+OWNER_PARAMS = {Scope.AGENT: "agentId", Scope.TASK: "taskId", Scope.SANDBOX: "sandboxId"}
+
+
+def judged(state: dict[str, Any]) -> dict[str, Any]:
+    """A budget as last judged (usage.budgets) as the pages show it: what was spent and its limit in the
+    budget's own terms (cost, tokens), its state, and what happens when it is spent."""
+    spent, limit = describe(state["budget"], Decimal(str(state["spentCost"])), state["spentTokens"])
+    return state | {
+        "spent": spent,
+        "limit": limit,
+        "stateName": BUDGET_STATES[state["state"]],
+        "onSpentName": ON_SPENT[state["budget"].get("onSpent", DEFAULT_ON_SPENT)],
+    }
+
+
+def _owner_page(state: dict[str, Any], sandbox_ids: set[str]) -> str:
+    """The page of a budget's owner: none for the daily cap, nor for a sandbox removed (its agents went
+    with it)."""
+    scope = state["scope"]
+    if scope == Scope.DAY or (scope != Scope.TASK and state["sandboxId"] not in sandbox_ids):
+        return ""
+    return reverse(OWNER_PAGES[scope], args=[state["subject"]])
+
+
+def _budgets(request: HttpRequest, sandboxes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every budget for the usage page, the spent ones first."""
+    sandbox_ids = {sandbox["id"] for sandbox in sandboxes}
+    states = sorted(call(request, "usage.budgets"), key=lambda state: STATE_ORDER.index(state["state"]))
+    return [
+        judged(state) | {"scopeName": SCOPES[state["scope"]], "page": _owner_page(state, sandbox_ids)}
+        for state in states
+    ]
+
+
+@dataclass
+class BudgetForm:
+    """A budget form as posted and refused: its values as typed, and the error for the form."""
+
+    values: dict[str, str]
+    errors: dict[str, Any]
+
+
+def budget_section(
+    request: HttpRequest,
+    scope: Scope,
+    subject: str,
+    budget: dict[str, Any] | None,
+    posted: BudgetForm | None = None,
+) -> dict[str, Any]:
+    """What the budget section of an owner's page shows (ui/_budget.html): its budget, how much of it was
+    spent as last judged, and for an admin the form to set or remove it (after a refused POST as typed,
+    with the errors next to the fields)."""
+    state = next(
+        (
+            state
+            for state in call(request, "usage.budgets")
+            if (state["scope"], state["subject"]) == (scope, subject)
+        ),
+        None,
+    )
+    section: dict[str, Any] = {
+        "current": budget,
+        "limit": describe(budget, Decimal(0), 0)[1] if budget else "",
+        "onSpentName": ON_SPENT[budget.get("onSpent", DEFAULT_ON_SPENT)] if budget else "",
+        "judged": judged(state) if state else None,
+    }
+    if not actor_of(request).is_admin:
+        return section
+    saved = budget or {}
+    # As text: a number the template wrote would be localized, and a German 2,5 comes back as no number.
+    values = posted.values if posted else {name: str(saved.get(name, "")) for name in BUDGET_NUMBERS}
+    values = {"onSpent": saved.get("onSpent", DEFAULT_ON_SPENT)} | values
+    errors = posted.errors if posted else None
+    fields = errors["fields"] if errors else {}
+    currency = call(request, "settings.get")["usage"]["currency"]
+    labels = {
+        "cost": _("Cost (%(currency)s)") % {"currency": currency},
+        "tokens": _("Tokens (in, out and cache together)"),
+    }
+    return section | {
+        "action": reverse(f"ui:{scope}_budget", args=[subject]),
+        "fields": [(name, labels[name], values[name], fields.get(name, "")) for name in BUDGET_NUMBERS],
+        "onSpent": values["onSpent"],
+        "onSpentError": fields.get("onSpent", ""),
+        "onSpentChoices": ON_SPENT.items(),
+        "errors": errors,
+    }
+
+
+def _budget_from(values: dict[str, str]) -> dict[str, Any]:
+    """usage.set_budget's budget from the form: the fields filled in; what is no number goes as typed, for
+    the schema to answer with a field error."""
+    budget: dict[str, Any] = {name: form_number(values[name]) for name in BUDGET_NUMBERS if values[name]}
+    if values["onSpent"]:
+        budget["onSpent"] = values["onSpent"]
+    return budget
+
+
+def set_budget(
+    request: HttpRequest,
+    scope: Scope,
+    subject: str,
+    owner_page: Callable[[HttpRequest, str, BudgetForm], HttpResponse],
+) -> HttpResponse:
+    """The POST of a page's budget form: usage.set_budget for the page's owner (with "remove": none), then
+    back to the page; a refused budget shows the page again (400) with the errors next to the fields,
+    nothing changed."""
+    values = {name: request.POST.get(name, "").strip() for name in (*BUDGET_NUMBERS, "onSpent")}
+    budget = None if request.POST.get("remove") else _budget_from(values)
+    try:
+        call(request, "usage.set_budget", budget=budget, **{OWNER_PARAMS[scope]: subject})
+    except InvalidParams as error:
+        return owner_page(request, subject, BudgetForm(values, form_errors(error, prefix="budget.")))
+    message = _("The budget was removed.") if budget is None else _("The budget was saved.")
+    return done(request, reverse(OWNER_PAGES[scope], args=[subject]), message)
+
+
 @page()
 def usage(request: HttpRequest) -> HttpResponse:
     params, form = _filters(request)
@@ -128,6 +274,7 @@ def usage(request: HttpRequest) -> HttpResponse:
         # a removed sandbox's records are still there to filter by
         "unknown_sandbox": form.get("sandboxId", "") not in {"", *(sandbox["id"] for sandbox in sandboxes)},
         "total": spent(by_model),
+        "budgets": _budgets(request, sandboxes),
         "charts": [
             ("days", _("Spend per day"), bars(summary("day"))),
             ("models", _("Spend per model"), bars(by_model)),

@@ -30,8 +30,9 @@ from cocoon.throttle import guarded, refuse_if_locked_out
 from sandboxes.choices import Capability, NetworkMode
 from scheduling.choices import TaskStatus
 from ui.diff import diff_context
-from ui.usage_views import money
+from ui.usage_views import BudgetForm, budget_section, money, set_budget
 from ui.web import actor_of, back, call, done, form_number, method_of, page, profiles, show, ui_language
+from usage.choices import Scope
 
 # -- login ---------------------------------------------------------------------------------------------
 
@@ -211,11 +212,23 @@ def _create_sandbox(request: HttpRequest) -> HttpResponse:
 
 @page()
 def sandbox(request: HttpRequest, sandbox_id: str) -> HttpResponse:
+    return _sandbox_page(request, sandbox_id)
+
+
+def _sandbox_page(request: HttpRequest, sandbox_id: str, posted: BudgetForm | None = None) -> HttpResponse:
+    current = call(request, "sandbox.get", sandboxId=sandbox_id)
     context = {
-        "sandbox": call(request, "sandbox.get", sandboxId=sandbox_id),
+        "sandbox": current,
         "agents": call(request, "agent.list", sandboxId=sandbox_id),
+        "budget": budget_section(request, Scope.SANDBOX, sandbox_id, current["budget"], posted),
     } | _spawn_options(request)
-    return show(request, "ui/sandbox.html", context)
+    return show(request, "ui/sandbox.html", context, status=400 if posted else 200)
+
+
+@page(admin=True)
+@require_POST
+def sandbox_budget(request: HttpRequest, sandbox_id: str) -> HttpResponse:
+    return set_budget(request, Scope.SANDBOX, sandbox_id, _sandbox_page)
 
 
 SANDBOX_ACTIONS = {"start": "sandbox.start", "stop": "sandbox.stop", "delete": "sandbox.delete"}
@@ -347,14 +360,25 @@ def agent_spawn(request: HttpRequest) -> HttpResponse:
 
 @page()
 def agent(request: HttpRequest, agent_id: str) -> HttpResponse:
+    return _agent_page(request, agent_id)
+
+
+def _agent_page(request: HttpRequest, agent_id: str, posted: BudgetForm | None = None) -> HttpResponse:
     current = call(request, "agent.get", agentId=agent_id)
     context = {
         "agent": current,
         "sandbox": call(request, "sandbox.get", sandboxId=current["sandboxId"]),
         "read_only": request.GET.get("mode") == "ro",
         "keys": ["Escape", "C-c", "y", "n", "Enter", "Tab", "Up", "Down"],
+        "budget": budget_section(request, Scope.AGENT, agent_id, current["budget"], posted),
     }
-    return show(request, "ui/agent.html", context)
+    return show(request, "ui/agent.html", context, status=400 if posted else 200)
+
+
+@page(admin=True)
+@require_POST
+def agent_budget(request: HttpRequest, agent_id: str) -> HttpResponse:
+    return set_budget(request, Scope.AGENT, agent_id, _agent_page)
 
 
 AGENT_ACTIONS = {"input": "agent.send_input", "keys": "agent.send_keys", "kill": "agent.kill"}

@@ -60,6 +60,16 @@ def form_number(raw: str) -> int | float | str:
     return raw
 
 
+def form_errors(error: CocoonError, prefix: str = "") -> dict[str, Any]:
+    """The error for a form: its message, and each field's message by path (without the prefix)."""
+    rendered = error.render()
+    fields = {
+        field["path"].removeprefix(prefix): field["message"]
+        for field in rendered["details"].get("fields") or []
+    }
+    return {"message": rendered["message"], "fields": fields}
+
+
 def method_of(actions: dict[str, Any], action: str) -> Any:
     """The method behind a URL's action word; only the listed ones, whatever the URL says."""
     if action not in actions:

@@ -4,17 +4,20 @@
   shapes: an Anthropic Messages stream of --events text deltas, an OpenAI Responses stream, a JSON
   answer; fed in the proxy's 64 KiB pieces and in 1,448-byte pieces (one TCP segment each), per answer,
   against the same loop that only passes the pieces on (the proxy without a meter). Target: <= +1 ms;
-- the SSE time to the first byte is not changed by the meter: it reads a piece after it went on;
+- the SSE time to the first byte, and for the rest of the stream, through the proxy's forwarding loop
+  (forward_response) in a process of its own between real loopback TCP sockets, with its meter and
+  without (--streams each, interleaved): the ratio. Target: <= 1.05x;
 - ingest: --records usage records of 50 agents in 5 sandboxes written where a cocoond of its own reads
   the proxy's file, until usage.summary counts all of them: records per second (the beat collects
   every 2 s: the figure includes up to one tick of waiting).
 
-    .venv/bin/python bench/metering.py [--events 400] [--records 20000]
+    .venv/bin/python bench/metering.py [--events 400] [--records 20000] [--streams 300]
 """
 
 import argparse
 import json
 import os
+import socket
 import statistics
 import sys
 import time
@@ -96,6 +99,73 @@ def meter_rows(events: int) -> None:
             )
 
 
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        near = socket.create_connection(listener.getsockname())
+        far, _address = listener.accept()
+    return near, far
+
+
+def through_proxy(raw: bytes, metered: bool) -> tuple[float, float]:
+    """Seconds from the upstream's first write (its head with message_start) to the client's first
+    byte, and from its next writes (the other events, one a write, in a burst) to the client's last
+    byte, through forward_response in a process of its own (as the proxy is: in one process the meter
+    would hold the client's interpreter up too)."""
+    upstream, upstream_far = tcp_pair()  # the proxy's socket to the provider, and the provider's
+    client, client_far = tcp_pair()  # the client's socket, and the proxy's socket to it
+    ready, told = os.pipe()
+    if (child := os.fork()) == 0:
+        upstream_far.close()  # else the upstream's close would never reach it
+        client.close()
+        meter = proxy.Meter() if metered else None
+        os.write(told, b"r")
+        proxy.forward_response(upstream, client_far, meter)
+        read = meter is None or meter.record()["outputTokens"] > 0
+        os._exit(0 if read else 1)
+    upstream.close()
+    client_far.close()
+    os.read(ready, 1)
+    head, _blank, body = raw.partition(b"\r\n\r\n")
+    first_event, *events = (event + b"\n\n" for event in body.split(b"\n\n") if event)
+    opening = head + b"\r\n\r\n" + first_event
+    started = time.perf_counter()
+    upstream_far.sendall(opening)
+    received = len(client.recv(65536))
+    first = time.perf_counter() - started
+    while received < len(opening):
+        received += len(client.recv(65536))
+    started = time.perf_counter()
+    for event in events:
+        upstream_far.sendall(event)
+    while received < len(raw):
+        received += len(client.recv(65536))
+    last = time.perf_counter() - started
+    upstream_far.close()
+    client.close()
+    os.close(ready)
+    os.close(told)
+    assert os.waitpid(child, 0)[1] == 0, "the meter read no usage"
+    return first, last
+
+
+def ttfb_rows(events: int, streams: int) -> None:
+    raw = answers(events)["anthropic sse"]
+    timings: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    for _ in range(streams):
+        for metered in (False, True):  # interleaved: a slower moment of the machine hits both
+            timings[metered].append(through_proxy(raw, metered))
+    first = {metered: statistics.median(t[0] for t in runs) for metered, runs in timings.items()}
+    last = {metered: statistics.median(t[1] for t in runs) for metered, runs in timings.items()}
+    ratio = first[True] / first[False]
+    print(
+        f"\nSSE through forward_response, {events} events, {streams} streams each (median):\n"
+        f"first byte  without {first[False] * 1000:.3f} ms  with {first[True] * 1000:.3f} ms  "
+        f"ratio {ratio:.2f}x  <= 1.05x: {'met' if ratio <= 1.05 else 'NOT met'}\n"
+        f"the rest    without {last[False] * 1000:.3f} ms  with {last[True] * 1000:.3f} ms  "
+        f"ratio {last[True] / last[False]:.2f}x"
+    )
+
+
 def ingest_rate(records: int) -> None:
     sandbox_image()
     with cocoond() as server:
@@ -143,8 +213,10 @@ def main() -> None:
     )
     parser.add_argument("--events", type=int, default=400)
     parser.add_argument("--records", type=int, default=20000)
+    parser.add_argument("--streams", type=int, default=300)
     args = parser.parse_args()
     meter_rows(args.events)
+    ttfb_rows(args.events, args.streams)
     ingest_rate(args.records)
 
 

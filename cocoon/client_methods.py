@@ -341,6 +341,7 @@ class Methods:
         limits: dict | None = None,
         runtime: str | None = None,
         pool: bool | None = None,
+        budget: dict | None = None,
     ) -> Any:
         """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults. Claims a started sandbox from the warm pool of these options when there is one (fromPool), unless pool is false."""
         return self.call(
@@ -355,6 +356,7 @@ class Methods:
                     "limits": limits,
                     "runtime": runtime,
                     "pool": pool,
+                    "budget": budget,
                 }
             ),
         )
@@ -642,7 +644,7 @@ class Methods:
         return self.call("toolbox.status", _params({}))
 
     def usage_budgets(self, *, state: str | None = None) -> Any:
-        """Every budget as last judged after an ingest: its scope (agent, task, day), what it allows, what was spent, and its state (ok; warned: settings usage.notifyAt of it spent; exceeded: requests refused)."""
+        """Every budget as last judged after an ingest: its scope (agent, task, sandbox, day), what it allows, what was spent, and its state (ok; warned: settings usage.notifyAt of it spent; exceeded: requests refused)."""
         return self.call("usage.budgets", _params({"state": state}))
 
     def usage_records(
@@ -675,11 +677,17 @@ class Methods:
         )
 
     def usage_set_budget(
-        self, *, budget: Any, agent_id: str | None = None, task_id: str | None = None
+        self,
+        *,
+        budget: Any,
+        agent_id: str | None = None,
+        task_id: str | None = None,
+        sandbox_id: str | None = None,
     ) -> Any:
-        """Set an agent's or a task's budget ({cost?, tokens?}; null removes it) and judge it at once: raised past what was spent, its requests pass the credential proxy again as soon as it has loaded the new policy (this call waits for that)."""
+        """Set an agent's, a task's or a sandbox's budget ({cost?, tokens?, onSpent?}; null removes it) and judge it at once: raised past what was spent, its requests pass the credential proxy again as soon as it has loaded the new policy (this call waits for that)."""
         return self.call(
-            "usage.set_budget", _params({"agentId": agent_id, "taskId": task_id, "budget": budget})
+            "usage.set_budget",
+            _params({"agentId": agent_id, "taskId": task_id, "sandboxId": sandbox_id, "budget": budget}),
         )
 
     def usage_summary(
@@ -1054,6 +1062,7 @@ class AsyncMethods:
         limits: dict | None = None,
         runtime: str | None = None,
         pool: bool | None = None,
+        budget: dict | None = None,
     ) -> Any:
         """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults. Claims a started sandbox from the warm pool of these options when there is one (fromPool), unless pool is false."""
         return await self.call(
@@ -1068,6 +1077,7 @@ class AsyncMethods:
                     "limits": limits,
                     "runtime": runtime,
                     "pool": pool,
+                    "budget": budget,
                 }
             ),
         )
@@ -1357,7 +1367,7 @@ class AsyncMethods:
         return await self.call("toolbox.status", _params({}))
 
     async def usage_budgets(self, *, state: str | None = None) -> Any:
-        """Every budget as last judged after an ingest: its scope (agent, task, day), what it allows, what was spent, and its state (ok; warned: settings usage.notifyAt of it spent; exceeded: requests refused)."""
+        """Every budget as last judged after an ingest: its scope (agent, task, sandbox, day), what it allows, what was spent, and its state (ok; warned: settings usage.notifyAt of it spent; exceeded: requests refused)."""
         return await self.call("usage.budgets", _params({"state": state}))
 
     async def usage_records(
@@ -1390,11 +1400,17 @@ class AsyncMethods:
         )
 
     async def usage_set_budget(
-        self, *, budget: Any, agent_id: str | None = None, task_id: str | None = None
+        self,
+        *,
+        budget: Any,
+        agent_id: str | None = None,
+        task_id: str | None = None,
+        sandbox_id: str | None = None,
     ) -> Any:
-        """Set an agent's or a task's budget ({cost?, tokens?}; null removes it) and judge it at once: raised past what was spent, its requests pass the credential proxy again as soon as it has loaded the new policy (this call waits for that)."""
+        """Set an agent's, a task's or a sandbox's budget ({cost?, tokens?, onSpent?}; null removes it) and judge it at once: raised past what was spent, its requests pass the credential proxy again as soon as it has loaded the new policy (this call waits for that)."""
         return await self.call(
-            "usage.set_budget", _params({"agentId": agent_id, "taskId": task_id, "budget": budget})
+            "usage.set_budget",
+            _params({"agentId": agent_id, "taskId": task_id, "sandboxId": sandbox_id, "budget": budget}),
         )
 
     async def usage_summary(

@@ -22,8 +22,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from agents.services import live_agent
 from cocoon.consumers import CLOSE_UNAUTHORIZED, RECHECK_AFTER_S, LiveCredentials
 from cocoon.errors import CocoonError, NotFound
-from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, TtySession
+from sandboxes.nodes import driver_of
 
 CLOSE_NOT_FOUND = 4404
 CLOSE_CONFLICT = 4409
@@ -59,7 +59,7 @@ class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
         self.read_only = (query.get("mode") or [""])[0] == "ro"
         cols, rows = _size(query, "cols", 120, 20, 500), _size(query, "rows", 40, 5, 300)
         try:
-            driver = get_driver()
+            driver = driver_of(agent.sandbox_id)
             command = driver.agent_terminal_command(agent.id, read_only=self.read_only)
             self.tty = await asyncio.to_thread(
                 driver.open_tty, agent.sandbox_id, command, cols=cols, rows=rows

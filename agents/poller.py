@@ -23,9 +23,9 @@ from agents.pollclaims import get_claims
 from agents.profiles import screen_rules
 from cocoon import events
 from sandboxes.choices import SandboxState
-from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError
 from sandboxes.models import Sandbox
+from sandboxes.nodes import driver_of
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def _poll_output(item: tuple[str, dict[str, Agent]]) -> str | None:
         if settings.COCOON_WATCH_AGENTS:
             with contextlib.suppress(watch.NoStream):  # its watcher stream asks the sandbox's tmux instead
                 return watch.ask(sandbox_id, pairs, POLL_TIMEOUT_S)
-        result = get_driver().exec(
+        result = driver_of(sandbox_id).exec(
             sandbox_id, ["sh", "-c", tmux.POLL, "poll", *pairs], timeout=POLL_TIMEOUT_S
         )
     except DriverError:

@@ -34,6 +34,7 @@ from egress import services as egress
 from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError
+from sandboxes.nodes import driver_of
 from sandboxes.services import get_sandbox
 
 logger = logging.getLogger(__name__)
@@ -321,7 +322,7 @@ def kill_agent(agent_id: str, *, actor: Actor) -> Agent:
     agent = get_agent(agent_id)
     if agent.status != AgentStatus.EXITED and agent.sandbox.state == SandboxState.RUNNING:
         keep_screen(agent)
-        get_driver().exec(agent.sandbox_id, tmux.close_session(agent.id), timeout=30)
+        driver_of(agent.sandbox_id).exec(agent.sandbox_id, tmux.close_session(agent.id), timeout=30)
     with transaction.atomic():
         end(agent, ExitReason.KILLED, StatusRule.KILLED, final=True, rule_detail="")
         activity.record(

@@ -7,8 +7,8 @@ import binascii
 import re
 import shlex
 
-from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import TMUX_SOCKET, DriverError, ExecResult
+from sandboxes.nodes import driver_of
 
 TMUX = ["tmux", "-L", TMUX_SOCKET]
 TMUX_LINE = shlex.join(TMUX)  # the same, in the scripts below
@@ -133,7 +133,7 @@ def close_session(agent_id: str) -> list[str]:
 def run(sandbox_id: str, command: list[str], stdin: bytes | None = None) -> str:
     """command's output; a driver error with its stderr when it fails."""
     return (
-        get_driver()
+        driver_of(sandbox_id)
         .exec(sandbox_id, command, stdin=stdin, timeout=30)
         .checked()
         .stdout.decode(errors="replace")
@@ -221,7 +221,7 @@ def start_session(
     flag = "1" if create_only else "0"
     script = ["sh", "-c", START, "start", agent_id, str(cols), str(rows), str(len(env_file)), flag, specs]
     try:
-        result = get_driver().exec(
+        result = driver_of(sandbox_id).exec(
             sandbox_id,
             [*script, WRAPPER, *command],
             stdin=b"".join([env_file, *contents, f"{STDIN_END}\n".encode()]),
@@ -233,7 +233,7 @@ def start_session(
     except HomeFilesFound:
         raise  # the script started nothing
     except BaseException:
-        get_driver().exec(sandbox_id, close_session(agent_id), timeout=30)
+        driver_of(sandbox_id).exec(sandbox_id, close_session(agent_id), timeout=30)
         raise
     return boot if BOOT_VALUE.fullmatch(boot) else ""
 

@@ -38,8 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from agents import tmux
 from agents.pollclaims import get_claims
-from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import MAX_EXEC_OUTPUT, TtySession
+from sandboxes.nodes import driver_of
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class SandboxWatch:
 
     def open(self) -> None:
         """Start tmux's control client in the sandbox (blocking: engine round trips)."""
-        self.tty = get_driver().open_tty(self.sandbox_id, ["sh", "-c", tmux.WATCH])
+        self.tty = driver_of(self.sandbox_id).open_tty(self.sandbox_id, ["sh", "-c", tmux.WATCH])
         self._send(tmux.WINDOWS.encode())
         self._send(tmux.EVENTS_PANE.encode())
 

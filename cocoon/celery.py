@@ -23,6 +23,8 @@ app.conf.beat_schedule = {
     "reconcile-sandboxes": {"task": "sandboxes.tasks.reconcile", "schedule": 30.0},
     # Warm pools: a claim kicks a refill at once; the beat catches rebuilt images and changed settings.
     "refill-pools": {"task": "sandboxes.tasks.refill_pools", "schedule": 5.0},
+    # A node whose engine does not answer is unreachable within a tick and its check's timeout (5 s).
+    "check-nodes": {"task": "sandboxes.tasks.check_nodes", "schedule": 5.0},
     "poll-agents": {"task": "agents.tasks.poll", "schedule": POLL_INTERVAL_S},
     "sweep-agent-sessions": {"task": "agents.tasks.sweep", "schedule": 300.0},
     "egress": {"task": "egress.tasks.tick", "schedule": 2.0},

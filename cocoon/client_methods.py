@@ -201,6 +201,41 @@ class Methods:
         """The sandbox image variants and whether they are built."""
         return self.call("image.status", _params({}))
 
+    def node_add(
+        self,
+        *,
+        name: str,
+        url: str,
+        tls: dict | None = None,
+        labels: dict | None = None,
+        capacity: dict | None = None,
+    ) -> Any:
+        """Take in a Docker engine on another host: tcp://host:port with mutual TLS (tls: the CA its certificate comes from, pinned; cocoon's client certificate and key, which goes to the vault), or unix:///path. The engine must answer (its version, runtimes and live-restore are read); nothing is kept when it does not. New sandboxes may go there at once (network none for now)."""
+        return self.call(
+            "node.add",
+            _params({"name": name, "url": url, "tls": tls, "labels": labels, "capacity": capacity}),
+        )
+
+    def node_drain(self, *, node_id: str, stop: bool | None = None, undrain: bool | None = None) -> Any:
+        """No new sandboxes on the node (undrain: ready again); with stop, its sandboxes are stopped too. Sandboxes there keep running otherwise."""
+        return self.call("node.drain", _params({"nodeId": node_id, "stop": stop, "undrain": undrain}))
+
+    def node_get(self, *, node_id: str) -> Any:
+        """One node."""
+        return self.call("node.get", _params({"nodeId": node_id}))
+
+    def node_list(self) -> Any:
+        """The nodes sandboxes run on, the local one first."""
+        return self.call("node.list", _params({}))
+
+    def node_remove(self, *, node_id: str) -> Any:
+        """Forget a node that holds no sandboxes (its client key leaves the vault). The local node stays."""
+        return self.call("node.remove", _params({"nodeId": node_id}))
+
+    def node_update(self, *, node_id: str, labels: dict | None = None, capacity: dict | None = None) -> Any:
+        """Change a node's labels or its capacity (what is given replaces what was read from the engine)."""
+        return self.call("node.update", _params({"nodeId": node_id, "labels": labels, "capacity": capacity}))
+
     def notifications_deliveries(
         self,
         *,
@@ -342,6 +377,8 @@ class Methods:
         runtime: str | None = None,
         pool: bool | None = None,
         budget: dict | None = None,
+        node: str | None = None,
+        node_labels: dict | None = None,
     ) -> Any:
         """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults. Claims a started sandbox from the warm pool of these options when there is one (fromPool), unless pool is false."""
         return self.call(
@@ -357,6 +394,8 @@ class Methods:
                     "runtime": runtime,
                     "pool": pool,
                     "budget": budget,
+                    "node": node,
+                    "nodeLabels": node_labels,
                 }
             ),
         )
@@ -922,6 +961,45 @@ class AsyncMethods:
         """The sandbox image variants and whether they are built."""
         return await self.call("image.status", _params({}))
 
+    async def node_add(
+        self,
+        *,
+        name: str,
+        url: str,
+        tls: dict | None = None,
+        labels: dict | None = None,
+        capacity: dict | None = None,
+    ) -> Any:
+        """Take in a Docker engine on another host: tcp://host:port with mutual TLS (tls: the CA its certificate comes from, pinned; cocoon's client certificate and key, which goes to the vault), or unix:///path. The engine must answer (its version, runtimes and live-restore are read); nothing is kept when it does not. New sandboxes may go there at once (network none for now)."""
+        return await self.call(
+            "node.add",
+            _params({"name": name, "url": url, "tls": tls, "labels": labels, "capacity": capacity}),
+        )
+
+    async def node_drain(self, *, node_id: str, stop: bool | None = None, undrain: bool | None = None) -> Any:
+        """No new sandboxes on the node (undrain: ready again); with stop, its sandboxes are stopped too. Sandboxes there keep running otherwise."""
+        return await self.call("node.drain", _params({"nodeId": node_id, "stop": stop, "undrain": undrain}))
+
+    async def node_get(self, *, node_id: str) -> Any:
+        """One node."""
+        return await self.call("node.get", _params({"nodeId": node_id}))
+
+    async def node_list(self) -> Any:
+        """The nodes sandboxes run on, the local one first."""
+        return await self.call("node.list", _params({}))
+
+    async def node_remove(self, *, node_id: str) -> Any:
+        """Forget a node that holds no sandboxes (its client key leaves the vault). The local node stays."""
+        return await self.call("node.remove", _params({"nodeId": node_id}))
+
+    async def node_update(
+        self, *, node_id: str, labels: dict | None = None, capacity: dict | None = None
+    ) -> Any:
+        """Change a node's labels or its capacity (what is given replaces what was read from the engine)."""
+        return await self.call(
+            "node.update", _params({"nodeId": node_id, "labels": labels, "capacity": capacity})
+        )
+
     async def notifications_deliveries(
         self,
         *,
@@ -1063,6 +1141,8 @@ class AsyncMethods:
         runtime: str | None = None,
         pool: bool | None = None,
         budget: dict | None = None,
+        node: str | None = None,
+        node_labels: dict | None = None,
     ) -> Any:
         """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults. Claims a started sandbox from the warm pool of these options when there is one (fromPool), unless pool is false."""
         return await self.call(
@@ -1078,6 +1158,8 @@ class AsyncMethods:
                     "runtime": runtime,
                     "pool": pool,
                     "budget": budget,
+                    "node": node,
+                    "nodeLabels": node_labels,
                 }
             ),
         )

@@ -57,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
         "pools": [],
         # How many pool members there may be at most, over every pool.
         "poolCap": 10,
+        # Which node a new sandbox goes to when there are several (sandboxes.placement): spread (the
+        # one with the most room left) or pack (the one with the least that still fits).
+        "placement": "spread",
     },
     # GitHub (or GitHub Enterprise): where pushes may carry GITHUB_TOKEN, and the REST API for PRs.
     "git": {"githubUrl": "https://github.com", "githubApiUrl": "https://api.github.com"},
@@ -218,6 +221,7 @@ SETTINGS_SCHEMA: Schema = obj(
                 ),
                 "pools": array(POOL, maxItems=20),
                 "poolCap": integer(minimum=0, maximum=1000),
+                "placement": enum("spread", "pack"),
             },
             required=("image", "network", "limits", "maxLimits"),
         ),

@@ -3,7 +3,7 @@ from django.db import models
 # The settings schema in the core names the network modes too; this app's name for them stays valid.
 from cocoon.choices import NetworkMode
 
-__all__ = ["Capability", "ImageVariant", "NetworkMode", "SandboxState"]
+__all__ = ["Capability", "ImageVariant", "NetworkMode", "NodeState", "Placement", "SandboxState"]
 
 
 class SandboxState(models.TextChoices):
@@ -27,3 +27,16 @@ class ImageVariant(models.TextChoices):
     BASE = "base", "base"
     DB = "db", "db"
     FULL = "full", "full"
+
+
+class NodeState(models.TextChoices):
+    READY = "ready", "ready"  # new sandboxes may go there
+    DRAINING = "draining", "draining"  # none may; those there stay until stopped
+    UNREACHABLE = "unreachable", "unreachable"  # its last check got no answer
+
+
+class Placement(models.TextChoices):
+    """Which node a new sandbox goes to (settings sandbox.placement)."""
+
+    SPREAD = "spread", "spread"  # the one with the most room left: work spreads over the nodes
+    PACK = "pack", "pack"  # the one with the least that still fits: nodes fill one after another

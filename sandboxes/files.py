@@ -14,7 +14,7 @@ from cocoon import activity
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import InvalidParams, field_error
-from sandboxes.drivers import get_driver
+from sandboxes.nodes import driver_of
 from sandboxes.workspace import checked, normalize, record_change, run_script, running_sandbox
 
 MAX_FILE_BYTES = 3 * 1024 * 1024  # a file read or written in one call (fits one exec's output)
@@ -151,4 +151,4 @@ def archive(sandbox_id: str, path: str) -> Iterator[bytes]:
     """A tar stream of path; resolved inside the sandbox, so it holds nothing from outside path."""
     running_sandbox(sandbox_id)
     resolved = _run(sandbox_id, "resolve", path).decode()
-    return get_driver().get_archive(sandbox_id, resolved)
+    return driver_of(sandbox_id).get_archive(sandbox_id, resolved)

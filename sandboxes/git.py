@@ -11,8 +11,8 @@ from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import Conflict, Forbidden, InvalidParams, NotFound
 from sandboxes import diffs, github, gitpush
-from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, ExecResult
+from sandboxes.nodes import driver_of
 from sandboxes.services import GIT_ENV
 from sandboxes.workspace import record_change, relative, run_script, running_sandbox
 
@@ -131,7 +131,7 @@ def _git(
     env: dict[str, str] | None = None,
     timeout: float = 120,
 ) -> ExecResult:
-    return get_driver().exec(
+    return driver_of(sandbox_id).exec(
         sandbox_id, ["git", *args], stdin=stdin, env=GIT_ENV | (env or {}), timeout=timeout
     )
 

@@ -21,8 +21,8 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import vault
 from cocoon.errors import Conflict, Timeout
-from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import MAX_EXEC_OUTPUT, ExecResult
+from sandboxes.nodes import driver_of
 from sandboxes.services import GIT_ENV
 
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
@@ -75,7 +75,7 @@ UNVERIFIED = _("The commits from the sandbox failed verification and were not pu
 
 def _sandbox(sandbox_id: str, script: str, *args: str) -> ExecResult:
     command = ["sh", "-c", script, "gitpush", *args]
-    return get_driver().exec(sandbox_id, command, env=GIT_ENV, timeout=TIMEOUT_S)
+    return driver_of(sandbox_id).exec(sandbox_id, command, env=GIT_ENV, timeout=TIMEOUT_S)
 
 
 def _complaint(stderr: bytes) -> str:
@@ -96,7 +96,7 @@ def _push_refused(result: subprocess.CompletedProcess[bytes]) -> Conflict:
 def _take_bundle(sandbox_id: str, target: Path, known: list[str]) -> str | None:
     """Copy the sandbox's bundle of HEAD (without the known commits) into target, never reading more
     than MAX_BUNDLE_BYTES; answers HEAD's id when the remote has it already and there is no bundle."""
-    first = get_driver().exec(
+    first = driver_of(sandbox_id).exec(
         sandbox_id,
         ["sh", "-c", BUNDLE, "bundle", str(CHUNK_BYTES)],
         stdin="".join(f"{oid}\n" for oid in known).encode(),

@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon.errors import Conflict
 from cocoon.ids import new_id
-from sandboxes.choices import NetworkMode, SandboxState
+from sandboxes.choices import NetworkMode, NodeState, SandboxState
 
 
 def new_sandbox_id() -> str:
@@ -15,6 +15,43 @@ def new_sandbox_id() -> str:
 
 def new_proxy_token() -> str:
     return secrets.token_hex(16)
+
+
+def new_node_id() -> str:
+    return new_id("nd")
+
+
+# The local engine's node (DOCKER_HOST, or the engine's default socket): every install has it.
+LOCAL_NODE = "nd_local"
+
+
+class Node(models.Model):
+    """An engine sandboxes run on (sandboxes.nodes): the local one, or one reached over its remote API.
+
+    The client key for a TLS engine is in the vault (NODE_<ID>_KEY), never in the row.
+    """
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_node_id, editable=False)
+    name = models.CharField(max_length=63, unique=True)
+    url = models.CharField(max_length=300, blank=True)  # "": the local engine
+    ca = models.TextField(blank=True)  # PEM: the CA the engine's certificate must come from (pinned)
+    cert = models.TextField(blank=True)  # PEM: cocoon's client certificate
+    labels = models.JSONField(default=dict)
+    # What it can hold: {cpus, memoryMb, maxSandboxes}, read from the engine, then the admin's overrides.
+    capacity = models.JSONField(default=dict)
+    overrides = models.JSONField(default=dict)
+    state = models.CharField(max_length=12, choices=NodeState.choices, default=NodeState.READY)
+    facts = models.JSONField(default=dict)  # the engine's version, runtimes, live-restore, os, arch
+    error = models.TextField(blank=True)  # why its last check failed
+    checked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
 
 
 # The pool field of a member being removed: no template has this key, so no claim can take it.
@@ -57,6 +94,8 @@ class Sandbox(models.Model):
     pool_image_id = models.CharField(max_length=100, blank=True)
     # What its agents may spend together (schema.BUDGET), judged by usage.budgets.
     budget = models.JSONField(null=True, blank=True)
+    # The node it runs on (a Node's id; not a foreign key: the local node's row is made on first use).
+    node = models.CharField(max_length=40, default=LOCAL_NODE, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

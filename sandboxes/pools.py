@@ -33,11 +33,11 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import config
 from cocoon.actors import Actor
 from cocoon.errors import Conflict
-from sandboxes import services
+from sandboxes import nodes, services
 from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, SandboxDriver
-from sandboxes.models import POOL_REMOVING, Sandbox
+from sandboxes.models import LOCAL_NODE, POOL_REMOVING, Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -103,14 +103,26 @@ def create_sandbox(
 ) -> Created:
     """sandbox.create: a warm sandbox claimed from the pool of these options, else a cold one. pool False
     skips the pools."""
+    node, labels = options.pop("node", ""), options.pop("nodeLabels", None)
     resolved = services.resolve_options(actor=actor, **options)
-    key = match(resolved, config.get_settings()) if pool else None
+    limits = resolved.limits
+    node = nodes.choose_node(
+        cpus=limits.cpus,
+        memory_mb=limits.memory_mb,
+        network=resolved.network,
+        runtime=resolved.runtime,
+        node=node,
+        labels=labels,
+    )
+    # The warm pools are the local engine's.
+    key = match(resolved, config.get_settings()) if pool and node == LOCAL_NODE else None
     sandbox = None if key is None else claim(key, resolved.image, name=name, actor=actor, budget=budget)
     if key is not None:
         _kick_refill()  # claimed or found empty: either way it is short of members now
     if sandbox is not None:
         return Created(sandbox, from_pool=True)
-    return Created(services.make_sandbox(resolved, name=name, actor=actor, budget=budget), from_pool=False)
+    made = services.make_sandbox(resolved, name=name, actor=actor, budget=budget, node=node)
+    return Created(made, from_pool=False)
 
 
 def _kick_refill() -> None:

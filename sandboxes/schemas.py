@@ -51,6 +51,7 @@ SANDBOX = obj(
         "driver": STRING,
         "error": nullable(STRING),
         "budget": nullable(BUDGET),
+        "node": STRING,  # the id of the node it runs on
         "createdAt": TIMESTAMP,
         "updatedAt": TIMESTAMP,
     }
@@ -67,6 +68,9 @@ SANDBOX_CREATE = obj(
         # False: a cold create even when a warm pool has a sandbox of these options.
         "pool": BOOLEAN,
         "budget": BUDGET,  # what its agents may spend together
+        # Where it runs: a node by id or name, or one whose labels include these (else placement picks).
+        "node": string(minLength=1, maxLength=63),
+        "nodeLabels": {"type": "object", "additionalProperties": string(maxLength=200), "maxProperties": 20},
     }
 )
 # sandbox.create's result: the sandbox, and whether it was claimed warm from a pool.
@@ -153,6 +157,7 @@ def serialize_sandbox(sandbox: Sandbox) -> dict[str, Any]:
         "driver": sandbox.driver,
         "error": sandbox.error or None,
         "budget": sandbox.budget,
+        "node": sandbox.node,
         "createdAt": sandbox.created_at.isoformat(),
         "updatedAt": sandbox.updated_at.isoformat(),
     }

@@ -36,7 +36,8 @@ from sandboxes.drivers.base import (
     SandboxNotFound,
     SandboxSpec,
 )
-from sandboxes.models import POOL_REMOVING, Sandbox, new_sandbox_id
+from sandboxes.models import LOCAL_NODE, POOL_REMOVING, Sandbox, new_sandbox_id
+from sandboxes.nodes import node_driver
 from sandboxes.schemas import serialize_exec_result, serialize_sandbox
 
 logger = logging.getLogger(__name__)
@@ -159,10 +160,11 @@ def make_sandbox(
     pool: str = "",
     pool_image_id: str = "",
     budget: dict[str, Any] | None = None,
+    node: str = LOCAL_NODE,
 ) -> Sandbox:
-    """Make a sandbox of checked options, or raise leaving nothing behind. A pool member (pool: its
-    template's key) is made quietly: no activity entry and no event until a create claims it."""
-    driver = get_driver()
+    """Make a sandbox of checked options on a node, or raise leaving nothing behind. A pool member
+    (pool: its template's key) is made quietly: no activity entry and no event until a create claims it."""
+    driver = node_driver(node)
     sandbox_id = new_sandbox_id()
     try:
         with transaction.atomic():
@@ -181,6 +183,7 @@ def make_sandbox(
                 pool=pool,
                 pool_image_id=pool_image_id,
                 budget=budget,
+                node=node,
             )
     except IntegrityError:
         raise Conflict(_("A sandbox named %(name)s exists already."), name=name) from None
@@ -197,7 +200,7 @@ def make_sandbox(
         workspace=None if options.repo else baseline(options.branch or "main"),
     )
     try:
-        observed = driver.create(networking.prepare(spec))
+        observed = _create(driver, networking.prepare(spec), node)
         if sandbox.network != NetworkMode.NONE:
             # Its network must be in force before anything in it goes out (the clone).
             sandbox.ips = observed.ips
@@ -224,6 +227,18 @@ def make_sandbox(
     return sandbox
 
 
+def _create(driver: Any, spec: SandboxSpec, node: str) -> Any:
+    """The engine's create; a node without the image gets the local engine's copy, once."""
+    try:
+        return driver.create(spec)
+    except ImageNotFound:
+        from sandboxes.nodes import ship_image
+
+        if node == LOCAL_NODE or not ship_image(node, spec.image):
+            raise
+    return driver.create(spec)
+
+
 def announce_created(sandbox: Sandbox, actor: Actor | None) -> None:
     """The activity entry and the event of a new sandbox (made, or claimed from a pool)."""
     activity.record("sandbox.created", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox.id)
@@ -233,7 +248,7 @@ def announce_created(sandbox: Sandbox, actor: Actor | None) -> None:
 def discard(sandbox: Sandbox) -> None:
     """Undo a failed create, or remove a pool member: engine objects first, then the row; quietly."""
     try:
-        get_driver().remove(sandbox.id)
+        node_driver(sandbox.node).remove(sandbox.id)
     except Exception:
         logger.exception("could not remove the engine objects of failed sandbox %s", sandbox.id)
     Sandbox.objects.filter(pk=sandbox.pk).delete()
@@ -288,7 +303,7 @@ def baseline(branch: str) -> Baseline:
 
 def _clone_repository(sandbox: Sandbox) -> None:
     """Clone the sandbox's repo into /workspace inside the sandbox and tag cocoon-baseline."""
-    driver = get_driver()
+    driver = node_driver(sandbox.node)
     clone = ["clone", "--quiet"]
     if sandbox.branch:
         clone += ["--branch", sandbox.branch]
@@ -335,7 +350,7 @@ def _engine_call(sandbox: Sandbox, operation: Any) -> Any:
 
 def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
     sandbox = get_sandbox(sandbox_id)
-    observed = _engine_call(sandbox, get_driver().start)
+    observed = _engine_call(sandbox, node_driver(sandbox.node).start)
     # Its address may have changed: in force before anything in it goes out again.
     return _apply(sandbox, observed.state, observed.ips, "sandbox.started", actor, wait_for_network=True)
 
@@ -344,7 +359,7 @@ def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
     sandbox = get_sandbox(sandbox_id)
     if sandbox.state == SandboxState.RUNNING:
         signals.stopping.send(Sandbox, sandbox=sandbox)
-    observed = _engine_call(sandbox, get_driver().stop)
+    observed = _engine_call(sandbox, node_driver(sandbox.node).stop)
     sandbox = _apply(sandbox, observed.state, observed.ips, "sandbox.stopped", actor)
     signals.stopped.send(Sandbox, sandbox=sandbox)
     return sandbox
@@ -352,7 +367,7 @@ def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
 
 def delete_sandbox(sandbox_id: str, *, actor: Actor) -> None:
     sandbox = get_sandbox(sandbox_id)
-    get_driver().remove(sandbox.id)
+    node_driver(sandbox.node).remove(sandbox.id)
     with transaction.atomic():
         sandbox.delete()
         activity.record("sandbox.deleted", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox_id)
@@ -372,7 +387,7 @@ def exec_in_sandbox(
     sandbox = get_sandbox(sandbox_id).ensure_running()
     result = _engine_call(
         sandbox,
-        lambda sid: get_driver().exec(
+        lambda sid: node_driver(sandbox.node).exec(
             sid,
             command,
             stdin=stdin.encode() if stdin is not None else None,
@@ -394,7 +409,6 @@ def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:
     a crash): it is undone like a failed create, so no sandbox stays half made. cocoond's start passes 0
     when its embedded worker was the only creator.
     """
-    driver = get_driver()
     changed = 0
     cutoff = timezone.now() - timedelta(seconds=interrupted_after_s)
     for sandbox in Sandbox.objects.filter(state=SandboxState.CREATING, created_at__lte=cutoff):
@@ -409,7 +423,21 @@ def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:
             changed += 1
         except Exception:
             logger.exception("could not undo the interrupted create of sandbox %s", sandbox.id)
-    for sandbox in Sandbox.objects.exclude(state=SandboxState.CREATING):
+    from sandboxes.nodes import reachable_nodes
+
+    for node in reachable_nodes():
+        try:
+            changed += reconcile_node(node)
+        except Exception:  # one node's engine failing must not stop the others' alignment
+            logger.exception("could not reconcile the sandboxes of node %s", node)
+    return changed
+
+
+def reconcile_node(node: str) -> int:
+    """reconcile() on one node's engine: its rows aligned, objects no row owns removed."""
+    driver = node_driver(node)
+    changed = 0
+    for sandbox in Sandbox.objects.filter(node=node).exclude(state=SandboxState.CREATING):
         try:
             changed += _align_member(driver, sandbox) if sandbox.pool else _align(driver, sandbox)
         except Exception:
@@ -427,6 +455,14 @@ def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:
         logger.warning("removing orphaned sandbox objects of %s", orphan)
         driver.remove(orphan)
     return changed
+
+
+def set_missing(sandbox: Sandbox, reason: str) -> None:
+    """The sandbox cannot be reached (its node does not answer): missing, with the reason, until
+    reconcile finds it again."""
+    sandbox.error = reason
+    sandbox.save(update_fields=["error", "updated_at"])
+    _apply(sandbox, SandboxState.MISSING, sandbox.ips, "sandbox.missing", None)
 
 
 def _align_member(driver: Any, sandbox: Sandbox) -> int:
@@ -451,6 +487,9 @@ def _align(driver: Any, sandbox: Sandbox) -> int:
     observed = driver.inspect(sandbox.id)
     if (observed.state, observed.ips) == (sandbox.state, sandbox.ips):
         return 0
+    if sandbox.state == SandboxState.MISSING and sandbox.error:  # found again: the reason is past
+        sandbox.error = ""
+        sandbox.save(update_fields=["error"])
     key = "sandbox.missing" if observed.state == SandboxState.MISSING else None
     try:
         _apply(sandbox, observed.state, observed.ips, key, None)

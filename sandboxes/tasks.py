@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from sandboxes import images, pools, services, toolbox
+from sandboxes import images, nodes, pools, services, toolbox
 
 
 @shared_task(name="sandboxes.tasks.reconcile")
@@ -25,3 +25,8 @@ def refill_pools() -> int:
 @shared_task(name="sandboxes.tasks.install_toolbox")
 def install_toolbox() -> dict:
     return toolbox.install_toolbox()
+
+
+@shared_task(name="sandboxes.tasks.check_nodes")
+def check_nodes() -> int:
+    return nodes.check_nodes()

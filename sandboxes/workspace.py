@@ -15,9 +15,9 @@ from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import CocoonError, Conflict, Forbidden, InvalidParams, NotFound
-from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import WORKSPACE, ExecResult
 from sandboxes.models import Sandbox
+from sandboxes.nodes import driver_of
 from sandboxes.services import get_sandbox
 
 events.register_types("workspace.updated", visibility=Visibility.AGENT)
@@ -68,7 +68,7 @@ def run_script(sandbox_id: str, name: str, script: str, *args: str, stdin: bytes
     """script (sh, after PRELUDE) in the sandbox, with the roots in $COCOON_ROOTS."""
     command = ["sh", "-c", PRELUDE + script, name, *args]
     environment = {"COCOON_ROOTS": " ".join(root.rstrip("/") for root in _roots())}
-    return get_driver().exec(sandbox_id, command, stdin=stdin, env=environment, timeout=300)
+    return driver_of(sandbox_id).exec(sandbox_id, command, stdin=stdin, env=environment, timeout=300)
 
 
 def checked(result: ExecResult, path: str) -> ExecResult:

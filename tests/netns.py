@@ -36,11 +36,16 @@ def remove_stale_namespaces() -> list[str]:
     return stale
 
 
+def host_link(name: str) -> str:
+    """The host's end of the veth of namespace_host(name): down, the host is cut off."""
+    return f"cc{name[:3]}{os.getpid() % 100000}"
+
+
 @contextmanager
 def namespace_host(name: str, subnet: str, serve: list[str], port: int) -> Iterator[str]:
     """Run serve (argv) inside a fresh namespace at <subnet>.2 (a /30; the host side is .1) and yield
     that address once port answers; everything is removed afterwards."""
-    namespace, host_side = f"cocoontest-{name}-{os.getpid()}", f"cc{name[:3]}{os.getpid() % 100000}"
+    namespace, host_side = f"cocoontest-{name}-{os.getpid()}", host_link(name)
     address = f"{subnet}.2"
     remove_stale_namespaces()
     taken = _ip("-4", "-o", "addr", "show", "to", f"{subnet}.0/30")

@@ -40,17 +40,38 @@ def network_addresses(container: Any) -> dict[str, str]:
     return {name: network["IPAddress"] for name, network in networks.items() if network.get("IPAddress")}
 
 
+class _PinnedApiClient(docker.APIClient):
+    """The SDK's client with the environment ignored from its first request on (it asks the engine's
+    version while it is made): requests would take REQUESTS_CA_BUNDLE over the pinned CA, and
+    HTTPS_PROXY over the way to the engine."""
+
+    def _retrieve_server_version(self) -> str:
+        self.trust_env = False
+        return str(super()._retrieve_server_version())  # type: ignore[misc]
+
+
+class _PinnedClient(docker.DockerClient):
+    def __init__(self, **options: Any) -> None:
+        self.api = _PinnedApiClient(**options)
+
+
+def engine_client(url: str | None, tls: docker.tls.TLSConfig | None, timeout: int) -> docker.DockerClient:
+    """A client of the engine at url (None: DOCKER_HOST or the default socket)."""
+    if not url:
+        return docker.from_env(timeout=timeout)
+    return _PinnedClient(base_url=url, tls=tls or False, timeout=timeout)
+
+
 class DockerEngine(SandboxDriver):
     """The base of the driver's parts (networks, images, exec), which DockerDriver puts together."""
 
-    def __init__(self, base_url: str | None = None) -> None:
+    def __init__(self, base_url: str | None = None, tls: docker.tls.TLSConfig | None = None) -> None:
         self.base_url = base_url
+        self.tls = tls
 
     @cached_property
     def _client(self) -> docker.DockerClient:
-        if self.base_url:
-            return docker.DockerClient(base_url=self.base_url, timeout=120)
-        return docker.from_env(timeout=120)
+        return engine_client(self.base_url, self.tls, 120)
 
     def _container_name(self, sandbox_id: str) -> str:
         return object_name(sandbox_id)

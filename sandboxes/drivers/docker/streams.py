@@ -31,6 +31,12 @@ def _stream_reader(sock: Any) -> io.BufferedReader:
     return reader
 
 
+def _raw_socket(sock: Any) -> socket.socket:
+    """The socket under the SDK's wrapper of an upgraded stream (over TLS it hands the TLS socket)."""
+    raw: socket.socket = getattr(sock, "_sock", sock)
+    return raw
+
+
 def _frames(reader: io.BufferedReader) -> Iterator[tuple[int, bytes]]:
     """(stream, data) pieces of a multiplexed (non-TTY) stream, up to the end of the stream."""
     while len(header := reader.read(FRAME_HEADER.size)) == FRAME_HEADER.size:
@@ -49,7 +55,7 @@ class DockerTty(TtySession):
         self.api = api
         self.exec_id = exec_id
         self.sock = sock
-        self.raw: socket.socket = sock._sock
+        self.raw = _raw_socket(sock)
         # No timeout (the SDK leaves its request timeout on the socket): a terminal may be quiet for long,
         # and with a timeout Python waits inside a read even when the descriptor is set non-blocking.
         self.raw.settimeout(None)
@@ -105,6 +111,10 @@ class DockerExec(DockerEngine):
         api = self._client.api
         # `timeout` inside the sandbox kills the command; the socket deadline below is the backstop.
         limit = max(1, math.ceil(timeout))
+        if stdin is not None and self.tls is not None:
+            # A TLS stream cannot be half-closed (Python drops its TLS layer with the write side), so
+            # the end of stdin is not said: the command reads exactly its length instead.
+            command = ["sh", "-c", 'head -c "$0" | "$@"', str(len(stdin)), *command]
         wrapped = ["timeout", "-k", "2", str(limit), *command]
         started = time.monotonic()
         try:
@@ -120,14 +130,15 @@ class DockerExec(DockerEngine):
             sock: Any = api.exec_start(exec_id, socket=True)
         except Exception as error:
             raise sandbox_error(error) from error
-        raw: socket.socket = sock._sock
+        raw = _raw_socket(sock)
         raw.settimeout(limit + EXEC_GRACE_S)
         output = {1: bytearray(), 2: bytearray()}
         truncated = False
         try:
             if stdin is not None:
                 raw.sendall(stdin)
-                raw.shutdown(socket.SHUT_WR)
+                if self.tls is None:
+                    raw.shutdown(socket.SHUT_WR)
             for stream, data in _frames(_stream_reader(sock)):
                 buffer = output.get(stream)
                 if buffer is None:

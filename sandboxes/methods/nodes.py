@@ -1,0 +1,139 @@
+"""RPC methods of nodes (admin): the engines sandboxes run on, and where new ones may go."""
+
+from typing import Any
+
+from cocoon.registry import Call, registry
+from cocoon.schema import BOOLEAN, EMPTY, STRING, TIMESTAMP, array, enum, integer, nullable, obj, string
+from sandboxes import nodes
+from sandboxes.choices import NodeState
+
+NODE_ID = string(pattern="^nd_[a-z0-9]{1,37}$")
+PEM = string(minLength=1, maxLength=20_000)
+LABELS = {
+    "type": "object",
+    "propertyNames": {"pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"},
+    "additionalProperties": string(maxLength=200),
+    "maxProperties": 20,
+}
+CAPACITY = obj(
+    {
+        "cpus": {"type": "number", "exclusiveMinimum": 0, "maximum": 100_000},
+        "memoryMb": integer(minimum=1, maximum=10**9),
+        "maxSandboxes": integer(minimum=0, maximum=100_000),
+    }
+)
+ROOM = obj({"cpus": {"type": "number"}, "memoryMb": integer(), "sandboxes": integer()})
+NODE = obj(
+    {
+        "id": STRING,
+        "name": STRING,
+        "url": nullable(STRING),
+        "tls": BOOLEAN,
+        "labels": LABELS,
+        "capacity": {"type": "object"},
+        "overrides": {"type": "object"},
+        "used": ROOM,
+        "state": enum(*NodeState.values),
+        "facts": {"type": "object"},
+        "error": nullable(STRING),
+        "checkedAt": nullable(TIMESTAMP),
+        "createdAt": TIMESTAMP,
+    }
+)
+BY_ID = obj({"nodeId": NODE_ID}, required=("nodeId",))
+
+
+@registry.method(
+    "node.list",
+    description="The nodes sandboxes run on, the local one first.",
+    result=array(NODE),
+    admin=True,
+)
+def node_list(call: Call) -> list[dict[str, Any]]:
+    return [nodes.serialize_node(node) for node in nodes.list_nodes()]
+
+
+@registry.method("node.get", description="One node.", params=BY_ID, result=NODE, admin=True)
+def node_get(call: Call) -> dict[str, Any]:
+    return nodes.serialize_node(nodes.get_node(call.params["nodeId"]))
+
+
+@registry.method(
+    "node.add",
+    description="Take in a Docker engine on another host: tcp://host:port with mutual TLS (tls: the CA its "
+    "certificate comes from, pinned; cocoon's client certificate and key, which goes to the vault), or "
+    "unix:///path. The engine must answer (its version, runtimes and live-restore are read); nothing is "
+    "kept when it does not. New sandboxes may go there at once (network none for now).",
+    params=obj(
+        {
+            "name": string(pattern="^[a-z0-9][a-z0-9-]{0,62}$"),
+            "url": string(minLength=1, maxLength=300),
+            "tls": obj({"ca": PEM, "cert": PEM, "key": PEM}, required=("ca", "cert", "key")),
+            "labels": LABELS,
+            "capacity": CAPACITY,
+        },
+        required=("name", "url"),
+    ),
+    result=NODE,
+    admin=True,
+)
+def node_add(call: Call) -> dict[str, Any]:
+    params = call.params
+    tls = params.get("tls")
+    node = nodes.add_node(
+        actor=call.actor,
+        name=params["name"],
+        url=params["url"],
+        tls=nodes.Tls(tls["ca"], tls["cert"], tls["key"]) if tls else None,
+        labels=params.get("labels", {}),
+        overrides=params.get("capacity", {}),
+    )
+    return nodes.serialize_node(node)
+
+
+@registry.method(
+    "node.update",
+    description="Change a node's labels or its capacity (what is given replaces what was read from the "
+    "engine).",
+    params=obj({"nodeId": NODE_ID, "labels": LABELS, "capacity": CAPACITY}, required=("nodeId",)),
+    result=NODE,
+    admin=True,
+)
+def node_update(call: Call) -> dict[str, Any]:
+    params = call.params
+    node = nodes.update_node(
+        params["nodeId"], actor=call.actor, labels=params.get("labels"), overrides=params.get("capacity")
+    )
+    return nodes.serialize_node(node)
+
+
+@registry.method(
+    "node.drain",
+    description="No new sandboxes on the node (undrain: ready again); with stop, its sandboxes are stopped "
+    "too. Sandboxes there keep running otherwise.",
+    params=obj({"nodeId": NODE_ID, "stop": BOOLEAN, "undrain": BOOLEAN}, required=("nodeId",)),
+    result=NODE,
+    admin=True,
+)
+def node_drain(call: Call) -> dict[str, Any]:
+    params = call.params
+    node = nodes.drain_node(
+        params["nodeId"],
+        actor=call.actor,
+        undrain=params.get("undrain", False),
+        stop=params.get("stop", False),
+    )
+    return nodes.serialize_node(node)
+
+
+@registry.method(
+    "node.remove",
+    description="Forget a node that holds no sandboxes (its client key leaves the vault). The local node "
+    "stays.",
+    params=BY_ID,
+    result=EMPTY,
+    admin=True,
+)
+def node_remove(call: Call) -> dict[str, Any]:
+    nodes.remove_node(call.params["nodeId"], actor=call.actor)
+    return {}

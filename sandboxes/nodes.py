@@ -1,0 +1,391 @@
+"""Nodes: the engines sandboxes run on. One is the local engine (DOCKER_HOST or the default socket),
+the node every install has; more are Docker engines on other hosts, reached over their own remote API
+with mutual TLS (cocoon's client certificate, the engine's CA pinned). cocoon runs nothing of its own
+on a node: what it does there, it does through the engine's API, as on the local one.
+
+A node is ready (new sandboxes may go there), draining (none may; those there stay until stopped) or
+unreachable (its last check got no answer: its sandboxes are missing until it answers again).
+"""
+
+import logging
+import os
+import re
+import shutil
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Sum
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from cocoon import activity, config, events, vault
+from cocoon.actors import Actor
+from cocoon.choices import Visibility
+from cocoon.errors import Conflict, field_error, interpolate_lazy
+from cocoon.lookup import get_or_not_found
+from sandboxes import placement
+from sandboxes.choices import NetworkMode, NodeState, SandboxState
+from sandboxes.drivers import get_driver
+from sandboxes.drivers.base import SandboxDriver
+from sandboxes.drivers.docker import remote
+from sandboxes.models import LOCAL_NODE, Node, Sandbox
+
+logger = logging.getLogger(__name__)
+
+CHECK_TIMEOUT_S = 5  # a check that gets no answer in this time finds the node unreachable
+# Capacity not given by the admin: the engine's CPUs and memory, overcommitted (a sandbox's limits are
+# caps its agents mostly stay far below while they wait for their model), and a count.
+CPU_OVERCOMMIT = 8
+MEMORY_OVERCOMMIT = 2
+MAX_SANDBOXES = 100
+# What a remote node can give a sandbox for now: no network. The others need the node's own egress
+# proxy and networks, which only the local node has yet.
+REMOTE_NETWORKS = frozenset({NetworkMode.NONE})
+URL = re.compile(r"(tcp://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}|unix:///[^\s]+)")
+
+events.register_types("node.updated", "node.removed", visibility=Visibility.ADMIN)
+activity.register_messages(
+    {
+        "node.added": _("Node %(name)s was added."),
+        "node.updated": _("Node %(name)s was changed."),
+        "node.draining": _("Node %(name)s is draining: no new sandboxes go there."),
+        "node.removed": _("Node %(name)s was removed."),
+        "node.unreachable": _("Node %(name)s does not answer: %(error)s"),
+        "node.back": _("Node %(name)s answers again."),
+    },
+    visibility=Visibility.ADMIN,
+)
+
+
+@dataclass(frozen=True)
+class Tls:
+    """What reaching a TLS engine takes: its CA (pinned), cocoon's certificate and key (PEM)."""
+
+    ca: str
+    cert: str
+    key: str
+
+
+def local_node() -> Node:
+    node, _created = Node.objects.get_or_create(pk=LOCAL_NODE, defaults={"name": "local"})
+    return node
+
+
+def key_secret(node_id: str) -> str:
+    return f"NODE_{node_id.upper()}_KEY"
+
+
+def _engine_tls(node: Node) -> Any:
+    if not node.url.startswith("tcp://"):
+        return None
+    key = vault.read_secret(key_secret(node.id)) or ""
+    return remote.tls_config(settings.DATA_DIR / "nodes" / node.id, node.ca, node.cert, key)
+
+
+def probe(url: str, tls: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The engine's facts, and the capacity it offers before the admin's overrides."""
+    facts = remote.probe(url, tls, CHECK_TIMEOUT_S)
+    cpus, memory_mb = facts.pop("cpus"), facts.pop("memoryMb")
+    capacity = {
+        "cpus": cpus * CPU_OVERCOMMIT,
+        "memoryMb": memory_mb * MEMORY_OVERCOMMIT,
+        "maxSandboxes": MAX_SANDBOXES,
+    }
+    return facts, capacity
+
+
+# -- drivers ------------------------------------------------------------------------------------------
+
+_drivers: dict[str, tuple[Any, SandboxDriver]] = {}
+_drivers_lock = threading.Lock()
+
+
+def node_driver(node_id: str) -> SandboxDriver:
+    """The driver of a node's engine (one per node and version of its row, kept)."""
+    if node_id == LOCAL_NODE:
+        return get_driver()
+    node = get_or_not_found(Node.objects.all(), node_id, _("Node %(id)s does not exist."), id=node_id)
+    with _drivers_lock:
+        known = _drivers.get(node_id)
+        if known is not None and known[0] == node.updated_at:
+            return known[1]
+    from sandboxes.drivers.docker import DockerDriver
+
+    driver = DockerDriver(base_url=node.url, tls=_engine_tls(node))
+    with _drivers_lock:
+        _drivers[node_id] = (node.updated_at, driver)
+    return driver
+
+
+def reachable_nodes() -> list[str]:
+    """The nodes whose engines answered their last check (the local one always counts)."""
+    return [
+        LOCAL_NODE,
+        *Node.objects.exclude(pk=LOCAL_NODE)
+        .exclude(state=NodeState.UNREACHABLE)
+        .values_list("pk", flat=True),
+    ]
+
+
+def ship_image(node_id: str, image: str) -> bool:
+    """Give a node the local engine's copy of an image (one the local engine built); False when the
+    local engine has none by that name."""
+    node = get_node(node_id)
+    logger.info("shipping image %s to node %s", image, node.name)
+    return remote.ship_image(image, node.url, _engine_tls(node))
+
+
+def driver_of(sandbox_id: str) -> SandboxDriver:
+    """The driver of the node a sandbox runs on (the local one for a sandbox without a row)."""
+    node_id = Sandbox.objects.filter(pk=sandbox_id).values_list("node", flat=True).first()
+    return node_driver(node_id or LOCAL_NODE)
+
+
+# -- the methods' services ------------------------------------------------------------------------
+
+
+def serialize_node(node: Node) -> dict[str, Any]:
+    held = (
+        Sandbox.objects.filter(node=node.id)
+        .exclude(state=SandboxState.MISSING)
+        .aggregate(count=Count("id"), cpus=Sum("cpus"), memory=Sum("memory_mb"))
+    )
+    return {
+        "id": node.id,
+        "name": node.name,
+        "url": node.url or None,
+        "tls": bool(node.cert),
+        "labels": node.labels,
+        "capacity": capacity_of(node),
+        "overrides": node.overrides,
+        "used": {"cpus": held["cpus"] or 0, "memoryMb": held["memory"] or 0, "sandboxes": held["count"]},
+        "state": node.state,
+        "facts": {"driver": get_driver().kind, "runtimes": get_driver().runtimes()}
+        if node.id == LOCAL_NODE
+        else node.facts,
+        "error": node.error or None,
+        "checkedAt": node.checked_at.isoformat() if node.checked_at else None,
+        "createdAt": node.created_at.isoformat(),
+    }
+
+
+def capacity_of(node: Node) -> dict[str, Any]:
+    """What the node can hold: as probed (the local node: this machine's, cocoond runs next to its
+    engine), then the admin's overrides."""
+    probed = node.capacity
+    if node.id == LOCAL_NODE:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        probed = {
+            "cpus": (os.cpu_count() or 1) * CPU_OVERCOMMIT,
+            "memoryMb": memory // 2**20 * MEMORY_OVERCOMMIT,
+            "maxSandboxes": MAX_SANDBOXES,
+        }
+    return {**probed, **node.overrides}
+
+
+def _announce(node: Node, key: str, actor: Actor | None) -> None:
+    activity.record(key, {"name": node.name, "error": node.error}, actor=actor)
+    events.publish("node.updated", serialize_node(node))
+
+
+def list_nodes() -> list[Node]:
+    """The local node first, then the others by name."""
+    return [local_node(), *Node.objects.exclude(pk=LOCAL_NODE)]
+
+
+def get_node(node_id: str) -> Node:
+    if node_id == LOCAL_NODE:
+        return local_node()
+    return get_or_not_found(Node.objects.all(), node_id, _("Node %(id)s does not exist."), id=node_id)
+
+
+def add_node(
+    *,
+    actor: Actor,
+    name: str,
+    url: str,
+    tls: Tls | None,
+    labels: dict[str, str],
+    overrides: dict[str, Any],
+) -> Node:
+    """Check that the engine answers (with this TLS material) and take it in, ready; nothing is kept
+    when it does not."""
+    if not URL.fullmatch(url):
+        raise field_error("url", _("Must be tcp://host:port (with tls) or unix:///path."))
+    if url.startswith("tcp://") and tls is None:
+        # Its API is root on that host: never reachable without cocoon's certificate.
+        raise field_error("tls", _("An engine reached over tcp:// needs tls (ca, cert, key)."), "required")
+    if Node.objects.filter(name=name).exists():
+        raise Conflict(_("A node named %(name)s exists already."), name=name)
+    node = Node(name=name, url=url, ca=tls.ca if tls else "", cert=tls.cert if tls else "")
+    folder = settings.DATA_DIR / "nodes" / node.id
+    try:
+        facts, capacity = probe(url, remote.tls_config(folder, tls.ca, tls.cert, tls.key) if tls else None)
+    except Exception as error:  # refused, unreachable, a certificate that does not match, not an engine
+        shutil.rmtree(folder, ignore_errors=True)
+        raise field_error(
+            "url",
+            interpolate_lazy(
+                _("The engine at %(url)s did not answer: %(error)s"), {"url": url, "error": error}
+            ),
+            "unreachable",
+        ) from None
+    node.labels, node.overrides, node.facts, node.capacity = labels, overrides, facts, capacity
+    node.checked_at = timezone.now()
+    with transaction.atomic():
+        node.save()
+        if tls is not None:
+            vault.set_secret(key_secret(node.id), tls.key, actor=actor)
+        activity.record("node.added", {"name": name}, actor=actor)
+        events.publish("node.updated", serialize_node(node))
+    return node
+
+
+def update_node(
+    node_id: str, *, actor: Actor, labels: dict | None = None, overrides: dict | None = None
+) -> Node:
+    node = get_node(node_id)
+    if labels is not None:
+        node.labels = labels
+    if overrides is not None:
+        node.overrides = overrides
+    with transaction.atomic():
+        node.save()
+        _announce(node, "node.updated", actor)
+    return node
+
+
+def drain_node(node_id: str, *, actor: Actor, undrain: bool = False, stop: bool = False) -> Node:
+    """No new sandboxes there (undrain: ready again); with stop, its running sandboxes are stopped."""
+    node = get_node(node_id)
+    with transaction.atomic():
+        Node.objects.filter(pk=node.pk).exclude(state=NodeState.UNREACHABLE).update(
+            state=NodeState.READY if undrain else NodeState.DRAINING, updated_at=timezone.now()
+        )
+        node.refresh_from_db()
+        _announce(node, "node.updated" if undrain else "node.draining", actor)
+    if stop and not undrain:
+        from sandboxes.services import stop_sandbox
+
+        for sandbox_id in Sandbox.objects.filter(node=node.id, state=SandboxState.RUNNING).values_list(
+            "pk", flat=True
+        ):
+            stop_sandbox(sandbox_id, actor=actor)
+    return node
+
+
+def remove_node(node_id: str, *, actor: Actor) -> None:
+    """Forget a node that holds no sandboxes (the local one stays)."""
+    node = get_node(node_id)
+    if node.id == LOCAL_NODE:
+        raise Conflict(_("The local node cannot be removed."))
+    if Sandbox.objects.filter(node=node.id).exists():
+        raise Conflict(_("Node %(name)s still holds sandboxes: delete them first."), name=node.name)
+    with transaction.atomic():
+        node.delete()
+        vault.delete_secret(key_secret(node_id), actor=actor, missing_ok=True)
+        activity.record("node.removed", {"name": node.name}, actor=actor)
+        events.publish("node.removed", {"id": node_id})
+    with _drivers_lock:
+        _drivers.pop(node_id, None)
+    shutil.rmtree(settings.DATA_DIR / "nodes" / node_id, ignore_errors=True)
+
+
+# -- health ---------------------------------------------------------------------------------------
+
+
+def check_nodes() -> int:
+    """Ask every remote node's engine whether it answers (a beat task): one that does not turns
+    unreachable and its sandboxes missing; one that answers again is ready (or draining, as before) and
+    reconcile finds its sandboxes. Returns how many nodes changed state."""
+    changed = 0
+    for node in Node.objects.exclude(pk=LOCAL_NODE):
+        changed += check_node(node)
+    return changed
+
+
+def check_node(node: Node) -> int:
+    try:
+        facts, capacity = probe(node.url, _engine_tls(node))
+    except Exception as error:
+        if node.state == NodeState.UNREACHABLE:
+            return 0
+        with transaction.atomic():
+            node.state, node.error, node.checked_at = NodeState.UNREACHABLE, str(error)[:500], timezone.now()
+            node.save(update_fields=["state", "error", "checked_at", "updated_at"])
+            _announce(node, "node.unreachable", None)
+        _mark_missing(node)
+        return 1
+    was_unreachable = node.state == NodeState.UNREACHABLE
+    node.facts, node.capacity, node.error, node.checked_at = facts, capacity, "", timezone.now()
+    if was_unreachable:
+        node.state = NodeState.READY
+    node.save(update_fields=["facts", "capacity", "error", "checked_at", "state", "updated_at"])
+    if was_unreachable:
+        _announce(node, "node.back", None)
+        from sandboxes.services import reconcile_node
+
+        reconcile_node(node.id)
+    return int(was_unreachable)
+
+
+def _mark_missing(node: Node) -> None:
+    from sandboxes.services import set_missing
+
+    for sandbox in Sandbox.objects.filter(node=node.id).exclude(
+        state__in=[SandboxState.CREATING, SandboxState.MISSING]
+    ):
+        set_missing(sandbox, _("Its node %(name)s does not answer.") % {"name": node.name})
+
+
+# -- placement ------------------------------------------------------------------------------------
+
+
+def choose_node(
+    *, cpus: float, memory_mb: int, network: str, runtime: str, node: str = "", labels: dict | None = None
+) -> str:
+    """The node a new sandbox goes to: the one asked for (if it can take it), else the one placement
+    picks among those that match (settings sandbox.placement: spread or pack). With no node but the
+    local one, and none asked for, it is the local one: a single host places nothing."""
+    if not node and not labels and not Node.objects.exclude(pk=LOCAL_NODE).exists():
+        return LOCAL_NODE
+    demand = placement.Demand(cpus, memory_mb, network, runtime, labels or {})
+    candidates = [_candidate(found) for found in list_nodes()]
+    if node:
+        candidates = [candidate for candidate in candidates if node in {candidate.id, candidate.name}]
+        if not candidates:
+            message = interpolate_lazy(_("Node %(id)s does not exist."), {"id": node})
+            raise field_error("node", message, "not_found")
+    picked = placement.place(candidates, demand, config.get_settings()["sandbox"]["placement"])
+    if picked is None:
+        raise field_error(
+            "node" if node else "nodeLabels" if labels else "network",
+            _("No node can take this sandbox now (its state, labels, runtimes, network modes or room)."),
+            "no_node",
+        )
+    return picked.id
+
+
+def _candidate(node: Node) -> placement.Candidate:
+    capacity = capacity_of(node)
+    held = (
+        Sandbox.objects.filter(node=node.id)
+        .exclude(state=SandboxState.MISSING)
+        .aggregate(count=Count("id"), cpus=Sum("cpus"), memory=Sum("memory_mb"))
+    )
+    local = node.id == LOCAL_NODE
+    return placement.Candidate(
+        id=node.id,
+        name=node.name,
+        ready=node.state == NodeState.READY,
+        labels=node.labels,
+        runtimes=frozenset(get_driver().runtimes() if local else node.facts.get("runtimes", ())),
+        networks=frozenset(NetworkMode.values) if local else REMOTE_NETWORKS,
+        capacity=placement.Room(
+            float(capacity["cpus"]), int(capacity["memoryMb"]), int(capacity["maxSandboxes"])
+        ),
+        used=placement.Room(float(held["cpus"] or 0), int(held["memory"] or 0), held["count"]),
+    )

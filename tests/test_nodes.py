@@ -1,0 +1,268 @@
+"""Several hosts: sandboxes placed on Docker engines of their own (tests/nodes.py: dockerd in network
+namespaces, reached over mutual TLS on their own addresses) by a cocoond of its own, and what happens
+when one is cut off. Placement itself is a pure function, tested first."""
+
+import os
+import subprocess
+from collections import Counter
+
+import httpx
+import pytest
+
+from sandboxes.placement import Candidate, Demand, Room, place
+from tests.conftest import Cocoond, remove_instance_objects, wait_until
+from tests.netns import host_link
+from tests.nodes import make_pki, remote_engine
+
+# -- placement ----------------------------------------------------------------------------------------
+
+NETWORKS = frozenset({"none", "egress", "open"})
+SMALL = Demand(cpus=0.5, memory_mb=256, network="none")
+
+
+def node(name, sandboxes, *, used=0, ready=True, labels=None, runtimes=(), networks=NETWORKS) -> Candidate:
+    return Candidate(
+        id=f"nd_{name}",
+        name=name,
+        ready=ready,
+        labels=labels or {},
+        runtimes=frozenset(runtimes),
+        networks=frozenset(networks),
+        capacity=Room(cpus=64, memory_mb=65536, sandboxes=sandboxes),
+        used=Room(cpus=used * 0.5, memory_mb=used * 256, sandboxes=used),
+    )
+
+
+def fill(nodes, count, strategy="spread") -> Counter:
+    placed: Counter = Counter()
+    for _ in range(count):
+        current = [node(n.name, n.capacity.sandboxes, used=placed[n.name]) for n in nodes]
+        chosen = place(current, SMALL, strategy)
+        assert chosen is not None
+        placed[chosen.name] += 1
+    return placed
+
+
+def test_spread_shares_the_work_by_capacity_and_pack_fills_one_node_after_another():
+    nodes = [node("a", 15), node("b", 10), node("c", 5)]
+    assert fill(nodes, 15) == {"a": 8, "b": 5, "c": 2}  # half of each, as near as whole sandboxes go
+    assert fill(nodes, 30) == {"a": 15, "b": 10, "c": 5}
+    assert fill(nodes, 12, "pack") == {"c": 5, "b": 7}  # the fullest that still fits first
+    full = [node(n.name, n.capacity.sandboxes, used=n.capacity.sandboxes) for n in nodes]
+    assert place(full, SMALL) is None
+
+
+def test_only_a_node_that_matches_everything_asked_is_chosen():
+    gvisor = node("g", 2, runtimes={"runsc"}, labels={"zone": "b"})
+    plain = node("p", 100)
+    assert place([plain, gvisor], Demand(0.5, 256, "none", runtime="runsc")) == gvisor
+    assert place([plain, gvisor], Demand(0.5, 256, "none", labels={"zone": "b"})) == gvisor
+    assert place([plain, gvisor], Demand(0.5, 256, "none", labels={"zone": "c"})) is None
+    assert place([node("d", 100, ready=False), plain], SMALL) == plain  # draining or unreachable
+    assert place([node("n", 100, networks={"none"})], Demand(0.5, 256, "egress")) is None
+    assert place([node("m", 100)], Demand(cpus=65, memory_mb=1, network="none")) is None  # no room
+    assert place([node("b", 10), node("a", 10)], SMALL).name == "a"  # a tie: by name
+
+
+# -- live nodes ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory):
+    """Two engines as other hosts would be, each on its own veth address, mutual TLS only."""
+    run = os.getpid() % 250
+    root = tmp_path_factory.mktemp("nodes")
+    with (
+        remote_engine("na", f"10.252.{run}", root / "na") as first,
+        remote_engine("nb", f"10.253.{run}", root / "nb") as second,
+    ):
+        yield first, second
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, docker_client, sandbox_image, engines):
+    """A cocoond of its own (nodes are server-wide) with both engines added as nodes na and nb."""
+    instance = Cocoond(data=tmp_path_factory.mktemp("cluster") / "data").start()
+    for engine, zone in zip(engines, ("a", "b"), strict=True):
+        instance.call(
+            "node.add",
+            {"name": engine.name, "url": engine.url, "tls": engine.tls(), "labels": {"zone": zone}},
+        )
+    yield instance
+    for sandbox in instance.call("sandbox.list"):
+        instance.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+    instance.stop()
+    remove_instance_objects(docker_client, instance.instance)
+
+
+def nodes_by_name(cocoond) -> dict[str, dict]:
+    return {found["name"]: found for found in cocoond.call("node.list")}
+
+
+def create(cocoond, sandbox_image, **params) -> dict:
+    limits = {"cpus": 0.25, "memoryMb": 128, "pids": 128}
+    return cocoond.call(
+        "sandbox.create", {"network": "none", "image": sandbox_image, "limits": limits} | params
+    )
+
+
+def test_a_node_is_taken_in_only_when_its_engine_answers_over_its_own_tls(cluster, engines, tmp_path):
+    cocoond, (first, _second) = cluster, engines
+    before = nodes_by_name(cocoond)
+    secrets = {secret["name"] for secret in cocoond.call("secrets.list")}
+    stranger = make_pki(first.address)  # a CA the engine does not know: its certificate is not ours
+    bad = [
+        ({"url": first.url, "tls": first.tls() | {"ca": stranger.ca}}, "url", "unreachable"),
+        (
+            {
+                "url": first.url,
+                "tls": first.tls() | {"cert": stranger.client_cert, "key": stranger.client_key},
+            },
+            "url",
+            "unreachable",
+        ),
+        ({"url": first.url}, "tls", "required"),  # never plain tcp: the engine's API is root there
+        ({"url": "http://example.invalid:2375"}, "url", "invalid"),
+    ]
+    for params, path, code in bad:
+        response = cocoond.post("node.add", {"name": "again"} | params)
+        assert response.status_code == 400, response.text
+        [field] = response.json()["error"]["details"]["fields"]
+        assert (field["path"], field["code"]) == (path, code), field
+    assert nodes_by_name(cocoond).keys() == before.keys()  # nothing kept of any of them
+    assert {secret["name"] for secret in cocoond.call("secrets.list")} == secrets
+    assert (
+        cocoond.post("node.add", {"name": "na", "url": first.url, "tls": first.tls()}).json()["error"]["code"]
+        == "conflict"
+    )
+
+    found = before["na"]
+    assert (found["state"], found["tls"], found["url"], found["labels"]) == (
+        "ready",
+        True,
+        first.url,
+        {"zone": "a"},
+    )
+    assert found["facts"]["liveRestore"] is True
+    assert found["facts"]["version"]
+    assert "runc" in found["facts"]["runtimes"]
+    assert found["capacity"]["maxSandboxes"] > 0
+    assert "key" not in str(cocoond.call("node.get", {"nodeId": found["id"]})).lower().replace("keys", "")
+    assert before["local"]["id"] == "nd_local"
+
+
+def test_a_sandbox_on_a_remote_node_works_as_on_the_local_one(cluster, engines, docker_client, sandbox_image):
+    cocoond, (first, _second) = cluster, engines
+    na = nodes_by_name(cocoond)["na"]
+    sandbox = create(cocoond, sandbox_image, node="na")
+    assert (sandbox["node"], sandbox["state"]) == (na["id"], "running")
+    client = first.client()
+    assert client.containers.get(f"{cocoond.instance}-{sandbox['id']}").status == "running"
+    assert not docker_client.containers.list(
+        all=True, filters={"name": f"{cocoond.instance}-{sandbox['id']}"}
+    )
+
+    ran = cocoond.call(
+        "sandbox.exec", {"sandboxId": sandbox["id"], "command": ["sh", "-c", "hostname; id -un"]}
+    )
+    assert ran["exitCode"] == 0, ran
+    assert ran["stdout"].split()[1] == "agent"
+    cocoond.call(
+        "files.write", {"sandboxId": sandbox["id"], "path": "/workspace/hello.txt", "content": "hi\n"}
+    )
+    assert (
+        cocoond.call("files.read", {"sandboxId": sandbox["id"], "path": "/workspace/hello.txt"})["content"]
+        == "hi\n"
+    )
+    assert [
+        entry["path"] for entry in cocoond.call("sandbox.diff", {"sandboxId": sandbox["id"]})["files"]
+    ] == ["hello.txt"]
+    archive = httpx.get(
+        f"{cocoond.url}/v1/sandboxes/{sandbox['id']}/archive",
+        params={"path": "hello.txt", "token": cocoond.token},
+    )
+    assert archive.status_code == 200
+    assert b"hi\n" in archive.content
+
+    agent = cocoond.call("agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell"})
+    cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["idle"], "timeoutS": 30})
+    cocoond.call("agent.send_input", {"agentId": agent["id"], "text": "echo from-$((6*7))"})
+    wait_until(
+        lambda: "from-42" in cocoond.call("agent.read", {"agentId": agent["id"]})["screen"], timeout=20
+    )
+
+    cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})
+    assert not client.containers.list(all=True, filters={"name": f"{cocoond.instance}-{sandbox['id']}"})
+
+
+def test_placement_spreads_sandboxes_by_capacity_follows_labels_and_skips_a_drained_node(
+    cluster, sandbox_image
+):
+    cocoond = cluster
+    nodes = nodes_by_name(cocoond)
+    room = {"cpus": 100, "memoryMb": 100_000}
+    for name, count in (("local", 15), ("na", 10), ("nb", 5)):
+        cocoond.call("node.update", {"nodeId": nodes[name]["id"], "capacity": room | {"maxSandboxes": count}})
+    made = []
+    try:
+        placed = Counter()
+        names = {found["id"]: name for name, found in nodes.items()}
+        for _ in range(15):
+            sandbox = create(cocoond, sandbox_image)
+            made.append(sandbox["id"])
+            placed[names[sandbox["node"]]] += 1
+        assert placed == {"local": 8, "na": 5, "nb": 2}
+        assert create(cocoond, sandbox_image, nodeLabels={"zone": "b"})["node"] == nodes["nb"]["id"]
+        made.append(cocoond.call("sandbox.list")[0]["id"])
+        response = cocoond.post("sandbox.create", {"network": "none", "nodeLabels": {"zone": "z"}})
+        assert response.json()["error"]["details"]["fields"][0]["code"] == "no_node"
+
+        assert cocoond.call("node.drain", {"nodeId": nodes["na"]["id"]})["state"] == "draining"
+        refused = cocoond.post("sandbox.create", {"network": "none", "node": "na"})
+        assert refused.json()["error"]["details"]["fields"][0]["code"] == "no_node"
+        assert {create(cocoond, sandbox_image)["node"] for _ in range(2)} <= {
+            nodes["local"]["id"],
+            nodes["nb"]["id"],
+        }
+        assert cocoond.call("node.drain", {"nodeId": nodes["na"]["id"], "undrain": True})["state"] == "ready"
+        assert cocoond.call("node.get", {"nodeId": nodes["na"]["id"]})["used"]["sandboxes"] == 5
+        removing = cocoond.post("node.remove", {"nodeId": nodes["na"]["id"]})
+        assert removing.json()["error"]["code"] == "conflict"  # it holds sandboxes
+    finally:
+        for sandbox in cocoond.call("sandbox.list"):
+            cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+        for name in ("local", "na", "nb"):
+            cocoond.call("node.update", {"nodeId": nodes[name]["id"], "capacity": {}})
+
+
+def test_a_node_cut_off_turns_unreachable_without_touching_the_others_and_comes_back(cluster, sandbox_image):
+    cocoond = cluster
+    nodes = nodes_by_name(cocoond)
+    cut, kept = create(cocoond, sandbox_image, node="na"), create(cocoond, sandbox_image, node="nb")
+    link = host_link("na")
+    subprocess.run(["ip", "link", "set", link, "down"], check=True)
+    try:
+
+        def unreachable() -> dict | None:
+            found = cocoond.call("node.get", {"nodeId": nodes["na"]["id"]})
+            return found if found["state"] == "unreachable" else None
+
+        found = wait_until(unreachable, timeout=30, interval=0.5)
+        assert found["error"]
+        missing = cocoond.call("sandbox.get", {"sandboxId": cut["id"]})
+        assert missing["state"] == "missing", missing
+        assert "na" in missing["error"]
+        ran = cocoond.call("sandbox.exec", {"sandboxId": kept["id"], "command": ["true"]})
+        assert ran["exitCode"] == 0  # the other node goes on
+        refused = cocoond.post("sandbox.create", {"network": "none", "node": "na"})
+        assert refused.json()["error"]["details"]["fields"][0]["code"] == "no_node"
+    finally:
+        subprocess.run(["ip", "link", "set", link, "up"], check=True)
+
+    def back() -> dict | None:
+        found = cocoond.call("sandbox.get", {"sandboxId": cut["id"]})
+        return found if found["state"] == "running" else None
+
+    assert wait_until(back, timeout=30, interval=0.5)["error"] is None
+    assert cocoond.call("node.get", {"nodeId": nodes["na"]["id"]})["state"] == "ready"
+    assert cocoond.call("sandbox.exec", {"sandboxId": cut["id"], "command": ["true"]})["exitCode"] == 0

@@ -99,25 +99,28 @@ def probe(url: str, tls: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 # -- drivers ------------------------------------------------------------------------------------------
 
-_drivers: dict[str, tuple[Any, SandboxDriver]] = {}
-_drivers_lock = threading.Lock()
+# Kept per process: the way to a node (url, CA, certificate) never changes (node.update changes labels
+# and capacity; another way is another node), and a sandbox never moves to another node.
+_drivers: dict[str, SandboxDriver] = {}
+_nodes_of: dict[str, str] = {}
+_lock = threading.Lock()
+NODES_OF_MAX = 100_000  # then forgotten and asked again
 
 
 def node_driver(node_id: str) -> SandboxDriver:
-    """The driver of a node's engine (one per node and version of its row, kept)."""
+    """The driver of a node's engine."""
     if node_id == LOCAL_NODE:
         return get_driver()
-    node = get_or_not_found(Node.objects.all(), node_id, _("Node %(id)s does not exist."), id=node_id)
-    with _drivers_lock:
+    with _lock:
         known = _drivers.get(node_id)
-        if known is not None and known[0] == node.updated_at:
-            return known[1]
+    if known is not None:
+        return known
+    node = get_or_not_found(Node.objects.all(), node_id, _("Node %(id)s does not exist."), id=node_id)
     from sandboxes.drivers.docker import DockerDriver
 
     driver = DockerDriver(base_url=node.url, tls=_engine_tls(node))
-    with _drivers_lock:
-        _drivers[node_id] = (node.updated_at, driver)
-    return driver
+    with _lock:
+        return _drivers.setdefault(node_id, driver)
 
 
 def reachable_nodes() -> list[str]:
@@ -130,6 +133,10 @@ def reachable_nodes() -> list[str]:
     ]
 
 
+def node_reachable(node_id: str) -> bool:
+    return node_id == LOCAL_NODE or not Node.objects.filter(pk=node_id, state=NodeState.UNREACHABLE).exists()
+
+
 def ship_image(node_id: str, image: str) -> bool:
     """Give a node the local engine's copy of an image (one the local engine built); False when the
     local engine has none by that name."""
@@ -139,9 +146,19 @@ def ship_image(node_id: str, image: str) -> bool:
 
 
 def driver_of(sandbox_id: str) -> SandboxDriver:
-    """The driver of the node a sandbox runs on (the local one for a sandbox without a row)."""
-    node_id = Sandbox.objects.filter(pk=sandbox_id).values_list("node", flat=True).first()
-    return node_driver(node_id or LOCAL_NODE)
+    """The driver of the node a sandbox runs on (the local one for a sandbox without a row). Asked on
+    every exec: the database only the first time."""
+    with _lock:
+        node_id = _nodes_of.get(sandbox_id)
+    if node_id is None:
+        node_id = Sandbox.objects.filter(pk=sandbox_id).values_list("node", flat=True).first()
+        if node_id is None:
+            return get_driver()
+        with _lock:
+            if len(_nodes_of) >= NODES_OF_MAX:
+                _nodes_of.clear()
+            _nodes_of[sandbox_id] = node_id
+    return node_driver(node_id)
 
 
 # -- the methods' services ------------------------------------------------------------------------
@@ -289,7 +306,7 @@ def remove_node(node_id: str, *, actor: Actor) -> None:
         vault.delete_secret(key_secret(node_id), actor=actor, missing_ok=True)
         activity.record("node.removed", {"name": node.name}, actor=actor)
         events.publish("node.removed", {"id": node_id})
-    with _drivers_lock:
+    with _lock:
         _drivers.pop(node_id, None)
     shutil.rmtree(settings.DATA_DIR / "nodes" / node_id, ignore_errors=True)
 

@@ -37,7 +37,7 @@ from sandboxes.drivers.base import (
     SandboxSpec,
 )
 from sandboxes.models import LOCAL_NODE, POOL_REMOVING, Sandbox, new_sandbox_id
-from sandboxes.nodes import node_driver
+from sandboxes.nodes import node_driver, node_reachable
 from sandboxes.schemas import serialize_exec_result, serialize_sandbox
 
 logger = logging.getLogger(__name__)
@@ -367,7 +367,9 @@ def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
 
 def delete_sandbox(sandbox_id: str, *, actor: Actor) -> None:
     sandbox = get_sandbox(sandbox_id)
-    node_driver(sandbox.node).remove(sandbox.id)
+    if node_reachable(sandbox.node):
+        node_driver(sandbox.node).remove(sandbox.id)
+    # else its objects are orphans when the node answers again, and reconcile removes them then
     with transaction.atomic():
         sandbox.delete()
         activity.record("sandbox.deleted", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox_id)

@@ -235,10 +235,13 @@ def test_placement_spreads_sandboxes_by_capacity_follows_labels_and_skips_a_drai
             cocoond.call("node.update", {"nodeId": nodes[name]["id"], "capacity": {}})
 
 
-def test_a_node_cut_off_turns_unreachable_without_touching_the_others_and_comes_back(cluster, sandbox_image):
+def test_a_node_cut_off_turns_unreachable_without_touching_the_others_and_comes_back(
+    cluster, engines, sandbox_image
+):
     cocoond = cluster
     nodes = nodes_by_name(cocoond)
     cut, kept = create(cocoond, sandbox_image, node="na"), create(cocoond, sandbox_image, node="nb")
+    forgotten = create(cocoond, sandbox_image, node="na")
     link = host_link("na")
     subprocess.run(["ip", "link", "set", link, "down"], check=True)
     try:
@@ -256,6 +259,8 @@ def test_a_node_cut_off_turns_unreachable_without_touching_the_others_and_comes_
         assert ran["exitCode"] == 0  # the other node goes on
         refused = cocoond.post("sandbox.create", {"network": "none", "node": "na"})
         assert refused.json()["error"]["details"]["fields"][0]["code"] == "no_node"
+        # Deleted while its node is away: the row goes now, its container when the node is back.
+        cocoond.call("sandbox.delete", {"sandboxId": forgotten["id"]})
     finally:
         subprocess.run(["ip", "link", "set", link, "up"], check=True)
 
@@ -266,3 +271,6 @@ def test_a_node_cut_off_turns_unreachable_without_touching_the_others_and_comes_
     assert wait_until(back, timeout=30, interval=0.5)["error"] is None
     assert cocoond.call("node.get", {"nodeId": nodes["na"]["id"]})["state"] == "ready"
     assert cocoond.call("sandbox.exec", {"sandboxId": cut["id"], "command": ["true"]})["exitCode"] == 0
+    client = engines[0].client()
+    name = f"{cocoond.instance}-{forgotten['id']}"
+    wait_until(lambda: not client.containers.list(all=True, filters={"name": name}), timeout=30)

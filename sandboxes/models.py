@@ -40,7 +40,9 @@ class Node(models.Model):
     # What it can hold: {cpus, memoryMb, maxSandboxes}, read from the engine, then the admin's overrides.
     capacity = models.JSONField(default=dict)
     overrides = models.JSONField(default=dict)
-    state = models.CharField(max_length=12, choices=NodeState.choices, default=NodeState.READY)
+    # Two facts apart: an admin's drain survives the node going away and coming back.
+    draining = models.BooleanField(default=False)  # no new sandboxes go there
+    reachable = models.BooleanField(default=True)  # its last check got an answer
     facts = models.JSONField(default=dict)  # the engine's version, runtimes, live-restore, os, arch
     error = models.TextField(blank=True)  # why its last check failed
     checked_at = models.DateTimeField(null=True, blank=True)
@@ -52,6 +54,12 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+    @property
+    def state(self) -> str:
+        if not self.reachable:
+            return NodeState.UNREACHABLE
+        return NodeState.DRAINING if self.draining else NodeState.READY
 
 
 # The pool field of a member being removed: no template has this key, so no claim can take it.

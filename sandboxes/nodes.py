@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -27,7 +27,7 @@ from cocoon.choices import Visibility
 from cocoon.errors import Conflict, field_error, interpolate_lazy
 from cocoon.lookup import get_or_not_found
 from sandboxes import placement
-from sandboxes.choices import NetworkMode, NodeState, SandboxState
+from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import SandboxDriver
 from sandboxes.drivers.docker import remote
@@ -69,8 +69,11 @@ class Tls:
     key: str
 
 
+LOCAL_NAME = "local"  # the local node's, which no other node may take
+
+
 def local_node() -> Node:
-    node, _created = Node.objects.get_or_create(pk=LOCAL_NODE, defaults={"name": "local"})
+    node, _created = Node.objects.get_or_create(pk=LOCAL_NODE, defaults={"name": LOCAL_NAME})
     return node
 
 
@@ -127,14 +130,13 @@ def reachable_nodes() -> list[str]:
     """The nodes whose engines answered their last check (the local one always counts)."""
     return [
         LOCAL_NODE,
-        *Node.objects.exclude(pk=LOCAL_NODE)
-        .exclude(state=NodeState.UNREACHABLE)
-        .values_list("pk", flat=True),
+        *Node.objects.exclude(pk=LOCAL_NODE).filter(reachable=True).values_list("pk", flat=True),
     ]
 
 
 def node_reachable(node_id: str) -> bool:
-    return node_id == LOCAL_NODE or not Node.objects.filter(pk=node_id, state=NodeState.UNREACHABLE).exists()
+    """Whether the node is known and answered its last check (a node removed is not)."""
+    return node_id == LOCAL_NODE or Node.objects.filter(pk=node_id, reachable=True).exists()
 
 
 def ship_image(node_id: str, image: str) -> bool:
@@ -235,7 +237,7 @@ def add_node(
     if url.startswith("tcp://") and tls is None:
         # Its API is root on that host: never reachable without cocoon's certificate.
         raise field_error("tls", _("An engine reached over tcp:// needs tls (ca, cert, key)."), "required")
-    if Node.objects.filter(name=name).exists():
+    if name == LOCAL_NAME or Node.objects.filter(name=name).exists():
         raise Conflict(_("A node named %(name)s exists already."), name=name)
     node = Node(name=name, url=url, ca=tls.ca if tls else "", cert=tls.cert if tls else "")
     folder = settings.DATA_DIR / "nodes" / node.id
@@ -252,12 +254,18 @@ def add_node(
         ) from None
     node.labels, node.overrides, node.facts, node.capacity = labels, overrides, facts, capacity
     node.checked_at = timezone.now()
-    with transaction.atomic():
-        node.save()
-        if tls is not None:
-            vault.set_secret(key_secret(node.id), tls.key, actor=actor)
-        activity.record("node.added", {"name": name}, actor=actor)
-        events.publish("node.updated", serialize_node(node))
+    try:
+        with transaction.atomic():
+            node.save()
+            if tls is not None:
+                vault.set_secret(key_secret(node.id), tls.key, actor=actor)
+            activity.record("node.added", {"name": name}, actor=actor)
+            events.publish("node.updated", serialize_node(node))
+    except BaseException as error:
+        shutil.rmtree(folder, ignore_errors=True)
+        if isinstance(error, IntegrityError):  # added by another call meanwhile
+            raise Conflict(_("A node named %(name)s exists already."), name=name) from None
+        raise
     return node
 
 
@@ -270,26 +278,24 @@ def update_node(
     if overrides is not None:
         node.overrides = overrides
     with transaction.atomic():
-        node.save()
+        node.save(update_fields=["labels", "overrides", "updated_at"])  # not what a check writes
         _announce(node, "node.updated", actor)
     return node
 
 
 def drain_node(node_id: str, *, actor: Actor, undrain: bool = False, stop: bool = False) -> Node:
-    """No new sandboxes there (undrain: ready again); with stop, its running sandboxes are stopped."""
+    """No new sandboxes there (undrain: they may go there again), also while and after it is away;
+    with stop, its running sandboxes are stopped."""
     node = get_node(node_id)
     with transaction.atomic():
-        Node.objects.filter(pk=node.pk).exclude(state=NodeState.UNREACHABLE).update(
-            state=NodeState.READY if undrain else NodeState.DRAINING, updated_at=timezone.now()
-        )
+        Node.objects.filter(pk=node.pk).update(draining=not undrain, updated_at=timezone.now())
         node.refresh_from_db()
         _announce(node, "node.updated" if undrain else "node.draining", actor)
     if stop and not undrain:
         from sandboxes.services import stop_sandbox
 
-        for sandbox_id in Sandbox.objects.filter(node=node.id, state=SandboxState.RUNNING).values_list(
-            "pk", flat=True
-        ):
+        running = Sandbox.objects.filter(node=node.id, state=SandboxState.RUNNING)
+        for sandbox_id in running.values_list("pk", flat=True):
             stop_sandbox(sandbox_id, actor=actor)
     return node
 
@@ -315,47 +321,63 @@ def remove_node(node_id: str, *, actor: Actor) -> None:
 
 
 def check_nodes() -> int:
-    """Ask every remote node's engine whether it answers (a beat task): one that does not turns
-    unreachable and its sandboxes missing; one that answers again is ready (or draining, as before) and
-    reconcile finds its sandboxes. Returns how many nodes changed state."""
-    changed = 0
-    for node in Node.objects.exclude(pk=LOCAL_NODE):
-        changed += check_node(node)
-    return changed
+    """Ask every remote node's engine whether it answers (a beat task; one at a time per process, a
+    tick that finds one under way is skipped): one that does not is unreachable and its sandboxes
+    missing; one that answers again is reachable and reconcile finds its sandboxes. Returns how many
+    nodes changed."""
+    if not _checking.acquire(blocking=False):
+        return 0
+    try:
+        changed = 0
+        for node in Node.objects.exclude(pk=LOCAL_NODE):
+            try:
+                changed += check_node(node)
+            except Exception:  # one node's trouble must not keep the others unchecked
+                logger.exception("could not check node %s", node.name)
+        return changed
+    finally:
+        _checking.release()
+
+
+_checking = threading.Lock()
 
 
 def check_node(node: Node) -> int:
+    nodes = Node.objects.filter(pk=node.pk)
     try:
         facts, capacity = probe(node.url, _engine_tls(node))
     except Exception as error:
-        if node.state == NodeState.UNREACHABLE:
-            return 0
-        with transaction.atomic():
-            node.state, node.error, node.checked_at = NodeState.UNREACHABLE, str(error)[:500], timezone.now()
-            node.save(update_fields=["state", "error", "checked_at", "updated_at"])
+        went = nodes.filter(reachable=True).update(
+            reachable=False, error=str(error)[:500], checked_at=timezone.now(), updated_at=timezone.now()
+        )
+        node.refresh_from_db()
+        if went:
             _announce(node, "node.unreachable", None)
-        _mark_missing(node)
-        return 1
-    was_unreachable = node.state == NodeState.UNREACHABLE
-    node.facts, node.capacity, node.error, node.checked_at = facts, capacity, "", timezone.now()
-    if was_unreachable:
-        node.state = NodeState.READY
-    node.save(update_fields=["facts", "capacity", "error", "checked_at", "state", "updated_at"])
-    if was_unreachable:
+        _mark_missing(node)  # every time: a sandbox that was running meanwhile (or a failed mark)
+        return went
+    back = nodes.filter(reachable=False).update(reachable=True, updated_at=timezone.now())
+    nodes.update(facts=facts, capacity=capacity, error="", checked_at=timezone.now())
+    if back:
+        node.refresh_from_db()
         _announce(node, "node.back", None)
         from sandboxes.services import reconcile_node
 
         reconcile_node(node.id)
-    return int(was_unreachable)
+    return back
 
 
 def _mark_missing(node: Node) -> None:
     from sandboxes.services import set_missing
 
-    for sandbox in Sandbox.objects.filter(node=node.id).exclude(
+    reason = _("Its node %(name)s does not answer.") % {"name": node.name}
+    away = Sandbox.objects.filter(node=node.id).exclude(
         state__in=[SandboxState.CREATING, SandboxState.MISSING]
-    ):
-        set_missing(sandbox, _("Its node %(name)s does not answer.") % {"name": node.name})
+    )
+    for sandbox in away:
+        try:
+            set_missing(sandbox, str(reason))
+        except Exception:  # deleted meanwhile
+            logger.info("could not mark sandbox %s of node %s missing", sandbox.id, node.name)
 
 
 # -- placement ------------------------------------------------------------------------------------
@@ -367,7 +389,7 @@ def choose_node(
     """The node a new sandbox goes to: the one asked for (if it can take it), else the one placement
     picks among those that match (settings sandbox.placement: spread or pack). With no node but the
     local one, and none asked for, it is the local one: a single host places nothing."""
-    if not node and not labels and not Node.objects.exclude(pk=LOCAL_NODE).exists():
+    if not node and not labels and not several_nodes():
         return LOCAL_NODE
     demand = placement.Demand(cpus, memory_mb, network, runtime, labels or {})
     candidates = [_candidate(found) for found in list_nodes()]
@@ -386,6 +408,11 @@ def choose_node(
     return picked.id
 
 
+def several_nodes() -> bool:
+    """Whether there is a node but the local one (else a runtime is the local engine's to check)."""
+    return Node.objects.exclude(pk=LOCAL_NODE).exists()
+
+
 def _candidate(node: Node) -> placement.Candidate:
     capacity = capacity_of(node)
     held = (
@@ -397,7 +424,7 @@ def _candidate(node: Node) -> placement.Candidate:
     return placement.Candidate(
         id=node.id,
         name=node.name,
-        ready=node.state == NodeState.READY,
+        ready=node.reachable and not node.draining,
         labels=node.labels,
         runtimes=frozenset(get_driver().runtimes() if local else node.facts.get("runtimes", ())),
         networks=frozenset(NetworkMode.values) if local else REMOTE_NETWORKS,

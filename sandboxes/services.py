@@ -37,7 +37,7 @@ from sandboxes.drivers.base import (
     SandboxSpec,
 )
 from sandboxes.models import LOCAL_NODE, POOL_REMOVING, Sandbox, new_sandbox_id
-from sandboxes.nodes import node_driver, node_reachable
+from sandboxes.nodes import node_driver, node_reachable, several_nodes
 from sandboxes.schemas import serialize_exec_result, serialize_sandbox
 
 logger = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ def resolve_options(*, actor: Actor, **options: Any) -> Options:
         raise field_error("repo", _("Must be an http(s)://, git://, ssh:// or user@host:path URL."))
     if resolved.branch and not BRANCH.match(resolved.branch):
         raise field_error("branch", _("Has an invalid format."))
-    if resolved.runtime and resolved.runtime not in get_driver().runtimes():
+    if resolved.runtime and not several_nodes() and resolved.runtime not in get_driver().runtimes():
         raise field_error(
             "runtime",
             interpolate_lazy(_("The engine does not offer %(runtime)s."), {"runtime": resolved.runtime}),

@@ -8,6 +8,7 @@ import docker
 from docker.errors import ImageNotFound as DockerImageNotFound
 
 from cocoon.datadir import ensure_private_dir, write_private_file
+from sandboxes.drivers.docker.driver import OPTIONAL_RUNTIMES
 from sandboxes.drivers.docker.engine import engine_client
 
 
@@ -36,7 +37,7 @@ def probe(url: str, tls: docker.tls.TLSConfig | None, timeout: int) -> dict[str,
         "apiVersion": str(version.get("ApiVersion", "")),
         "os": str(info.get("OperatingSystem", "")),
         "arch": str(info.get("Architecture", "")),
-        "runtimes": sorted(info.get("Runtimes") or {}),
+        "runtimes": sorted(set(info.get("Runtimes") or {}) & set(OPTIONAL_RUNTIMES)),  # as the local
         "liveRestore": bool(info.get("LiveRestoreEnabled")),
         "cpus": int(info.get("NCPU") or 1),
         "memoryMb": int(info.get("MemTotal") or 0) // 2**20,

@@ -1,8 +1,10 @@
 """Exec and terminals: commands run in a sandbox over the engine's upgraded (hijacked) exec streams."""
 
+import contextlib
 import io
 import math
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ EXEC_GRACE_S = 5
 # Docker's multiplexed stream: each frame is a header (stream, 3 zero bytes, big-endian size), then data.
 FRAME_HEADER = struct.Struct(">BxxxL")
 READ_CHUNK = 65536
+TLS_RECORD_WAIT_S = 2
 
 
 def _stream_reader(sock: Any) -> io.BufferedReader:
@@ -35,6 +38,13 @@ def _raw_socket(sock: Any) -> socket.socket:
     """The socket under the SDK's wrapper of an upgraded stream (over TLS it hands the TLS socket)."""
     raw: socket.socket = getattr(sock, "_sock", sock)
     return raw
+
+
+def _close(sock: Any) -> None:
+    """Close an upgraded stream: over TLS the response's file holds the socket open after its close."""
+    sock.close()
+    with contextlib.suppress(Exception):
+        sock._response.close()
 
 
 def _frames(reader: io.BufferedReader) -> Iterator[tuple[int, bytes]]:
@@ -58,7 +68,9 @@ class DockerTty(TtySession):
         self.raw = _raw_socket(sock)
         # No timeout (the SDK leaves its request timeout on the socket): a terminal may be quiet for long,
         # and with a timeout Python waits inside a read even when the descriptor is set non-blocking.
-        self.raw.settimeout(None)
+        # Over TLS a readable descriptor may hold part of a record only, and without a timeout Python
+        # would spin until the rest comes: it waits for it a moment, then the session counts as over.
+        self.raw.settimeout(TLS_RECORD_WAIT_S if isinstance(self.raw, ssl.SSLSocket) else None)
         # What the shell printed first may have come in with the response headers (see _stream_reader).
         self.reader = _stream_reader(sock)
 
@@ -71,14 +83,14 @@ class DockerTty(TtySession):
     def write(self, data: bytes) -> int:
         try:
             return self.raw.send(data)
-        except BlockingIOError:
+        except (BlockingIOError, TimeoutError):
             return 0
 
     def resize(self, cols: int, rows: int) -> None:
         self.api.exec_resize(self.exec_id, height=rows, width=cols)
 
     def close(self) -> None:
-        self.sock.close()
+        _close(self.sock)
 
     def fileno(self) -> int:
         return self.raw.fileno()
@@ -111,7 +123,7 @@ class DockerExec(DockerEngine):
         api = self._client.api
         # `timeout` inside the sandbox kills the command; the socket deadline below is the backstop.
         limit = max(1, math.ceil(timeout))
-        if stdin is not None and self.tls is not None:
+        if stdin is not None and self._client.api.base_url.startswith("https"):
             # A TLS stream cannot be half-closed (Python drops its TLS layer with the write side), so
             # the end of stdin is not said: the command reads exactly its length instead.
             command = ["sh", "-c", 'head -c "$0" | "$@"', str(len(stdin)), *command]
@@ -137,7 +149,7 @@ class DockerExec(DockerEngine):
         try:
             if stdin is not None:
                 raw.sendall(stdin)
-                if self.tls is None:
+                if not isinstance(raw, ssl.SSLSocket):
                     raw.shutdown(socket.SHUT_WR)
             for stream, data in _frames(_stream_reader(sock)):
                 buffer = output.get(stream)
@@ -150,7 +162,7 @@ class DockerExec(DockerEngine):
         except TimeoutError:
             return ExecResult(-1, bytes(output[1]), bytes(output[2]), timed_out=True, truncated=truncated)
         finally:
-            sock.close()
+            _close(sock)
         exit_code = api.exec_inspect(exec_id)["ExitCode"]
         timed_out = exit_code in {124, 137} and time.monotonic() - started >= limit
         return ExecResult(

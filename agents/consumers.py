@@ -59,7 +59,7 @@ class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
         self.read_only = (query.get("mode") or [""])[0] == "ro"
         cols, rows = _size(query, "cols", 120, 20, 500), _size(query, "rows", 40, 5, 300)
         try:
-            driver = driver_of(agent.sandbox_id)
+            driver = await database_sync_to_async(driver_of)(agent.sandbox_id)  # asks the database
             command = driver.agent_terminal_command(agent.id, read_only=self.read_only)
             self.tty = await asyncio.to_thread(
                 driver.open_tty, agent.sandbox_id, command, cols=cols, rows=rows

@@ -61,16 +61,15 @@ class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
         try:
             driver = await database_sync_to_async(driver_of)(agent.sandbox_id)  # asks the database
             command = driver.agent_terminal_command(agent.id, read_only=self.read_only)
-            self.tty = await asyncio.to_thread(
-                driver.open_tty, agent.sandbox_id, command, cols=cols, rows=rows
-            )
+            tty = await asyncio.to_thread(driver.open_tty, agent.sandbox_id, command, cols=cols, rows=rows)
         except DriverError:
             await self.close(code=CLOSE_CONFLICT)
             return
+        self.tty = tty
         self.output: asyncio.Queue[bytes] = asyncio.Queue()
-        if first := self.tty.take_buffered():  # read off the descriptor already: no readiness tells
+        if first := tty.take_buffered():  # read off the descriptor already: no readiness tells
             self.output.put_nowait(first)
-        self.fd = self.tty.fileno()
+        self.fd = tty.fileno()
         os.set_blocking(self.fd, False)
         asyncio.get_running_loop().add_reader(self.fd, self._readable)
         self.pump = asyncio.create_task(self._pump())

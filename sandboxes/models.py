@@ -44,8 +44,8 @@ class Node(models.Model):
     draining = models.BooleanField(default=False)  # no new sandboxes go there
     reachable = models.BooleanField(default=True)  # its last check got an answer
     facts = models.JSONField(default=dict)  # the engine's version, runtimes, live-restore, os, arch
-    error = models.TextField(blank=True)  # why its last check failed
-    checked_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)  # why its last check failed ("" when it answered)
+    checked_at = models.DateTimeField(null=True, blank=True)  # its last check that got an answer
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -12,9 +12,12 @@ import os
 import re
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from django import db
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Sum
@@ -35,7 +38,9 @@ from sandboxes.models import LOCAL_NODE, Node, Sandbox
 
 logger = logging.getLogger(__name__)
 
-CHECK_TIMEOUT_S = 5  # a check that gets no answer in this time finds the node unreachable
+CHECK_TIMEOUT_S = 5  # a check that gets no answer in this time has failed
+UNREACHABLE_AFTER_S = 8  # a node whose checks have failed for this long is unreachable
+CHECKS_AT_ONCE = 8
 # Capacity not given by the admin: the engine's CPUs and memory, overcommitted (a sandbox's limits are
 # caps its agents mostly stay far below while they wait for their model), and a count.
 CPU_OVERCOMMIT = 8
@@ -141,10 +146,19 @@ def node_reachable(node_id: str) -> bool:
 
 def ship_image(node_id: str, image: str) -> bool:
     """Give a node the local engine's copy of an image (one the local engine built); False when the
-    local engine has none by that name."""
+    local engine has none by that name. Creates that find it missing at once ship it once (per
+    process): the others wait, then find it there."""
     node = get_node(node_id)
-    logger.info("shipping image %s to node %s", image, node.name)
-    return remote.ship_image(image, node.url, _engine_tls(node))
+    with _lock:
+        shipping = _shipping.setdefault((node_id, image), threading.Lock())
+    with shipping:
+        if node_driver(node_id).image_exists(image):
+            return True
+        logger.info("shipping image %s to node %s", image, node.name)
+        return remote.ship_image(image, node.url, _engine_tls(node))
+
+
+_shipping: dict[tuple[str, str], threading.Lock] = {}
 
 
 def driver_of(sandbox_id: str) -> SandboxDriver:
@@ -182,6 +196,7 @@ def serialize_node(node: Node) -> dict[str, Any]:
         "overrides": node.overrides,
         "used": {"cpus": held["cpus"] or 0, "memoryMb": held["memory"] or 0, "sandboxes": held["count"]},
         "state": node.state,
+        "draining": node.draining,  # also while it is unreachable
         "facts": {"driver": get_driver().kind, "runtimes": get_driver().runtimes()}
         if node.id == LOCAL_NODE
         else node.facts,
@@ -270,7 +285,11 @@ def add_node(
 
 
 def update_node(
-    node_id: str, *, actor: Actor, labels: dict | None = None, overrides: dict | None = None
+    node_id: str,
+    *,
+    actor: Actor,
+    labels: dict[str, str] | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> Node:
     node = get_node(node_id)
     if labels is not None:
@@ -321,20 +340,18 @@ def remove_node(node_id: str, *, actor: Actor) -> None:
 
 
 def check_nodes() -> int:
-    """Ask every remote node's engine whether it answers (a beat task; one at a time per process, a
-    tick that finds one under way is skipped): one that does not is unreachable and its sandboxes
-    missing; one that answers again is reachable and reconcile finds its sandboxes. Returns how many
-    nodes changed."""
+    """Ask every remote node's engine whether it answers (a beat task; the nodes at once, one tick at
+    a time per process: a tick that finds one under way is skipped). A node that has not answered for
+    UNREACHABLE_AFTER_S is unreachable and its sandboxes missing; one that answers again is reachable
+    and reconcile finds its sandboxes. Returns how many nodes changed."""
     if not _checking.acquire(blocking=False):
         return 0
     try:
-        changed = 0
-        for node in Node.objects.exclude(pk=LOCAL_NODE):
-            try:
-                changed += check_node(node)
-            except Exception:  # one node's trouble must not keep the others unchecked
-                logger.exception("could not check node %s", node.name)
-        return changed
+        remote_nodes = list(Node.objects.exclude(pk=LOCAL_NODE))
+        if not remote_nodes:
+            return 0
+        with ThreadPoolExecutor(min(len(remote_nodes), CHECKS_AT_ONCE)) as pool:
+            return sum(pool.map(_checked, remote_nodes))
     finally:
         _checking.release()
 
@@ -342,15 +359,30 @@ def check_nodes() -> int:
 _checking = threading.Lock()
 
 
+def _checked(node: Node) -> int:
+    try:
+        return check_node(node)
+    except Exception:  # one node's trouble must not keep the others unchecked
+        logger.exception("could not check node %s", node.name)
+        return 0
+    finally:
+        db.connections.close_all()  # this thread's, which the pool's next task would not reuse
+
+
 def check_node(node: Node) -> int:
     nodes = Node.objects.filter(pk=node.pk)
     try:
         facts, capacity = probe(node.url, _engine_tls(node))
     except Exception as error:
-        went = nodes.filter(reachable=True).update(
-            reachable=False, error=str(error)[:500], checked_at=timezone.now(), updated_at=timezone.now()
+        # One slow answer is no outage: unreachable once it has not answered for a while.
+        silent_since = timezone.now() - timedelta(seconds=UNREACHABLE_AFTER_S)
+        nodes.update(error=str(error)[:500])
+        went = nodes.filter(reachable=True, checked_at__lt=silent_since).update(
+            reachable=False, updated_at=timezone.now()
         )
         node.refresh_from_db()
+        if node.reachable:
+            return 0
         if went:
             _announce(node, "node.unreachable", None)
         _mark_missing(node)  # every time: a sandbox that was running meanwhile (or a failed mark)
@@ -384,7 +416,13 @@ def _mark_missing(node: Node) -> None:
 
 
 def choose_node(
-    *, cpus: float, memory_mb: int, network: str, runtime: str, node: str = "", labels: dict | None = None
+    *,
+    cpus: float,
+    memory_mb: int,
+    network: str,
+    runtime: str,
+    node: str = "",
+    labels: dict[str, str] | None = None,
 ) -> str:
     """The node a new sandbox goes to: the one asked for (if it can take it), else the one placement
     picks among those that match (settings sandbox.placement: spread or pack). With no node but the

@@ -64,6 +64,37 @@ def test_only_a_node_that_matches_everything_asked_is_chosen():
     assert place([node("b", 10), node("a", 10)], SMALL).name == "a"  # a tie: by name
 
 
+@pytest.mark.django_db
+def test_one_failed_check_is_no_outage_a_node_silent_for_a_while_is_unreachable():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sandboxes import nodes
+    from sandboxes.models import Node, Sandbox
+
+    pki = make_pki("127.0.0.1")
+    node = Node.objects.create(
+        name="gone", url="tcp://127.0.0.1:9", ca=pki.ca, cert=pki.client_cert, checked_at=timezone.now()
+    )
+    box = Sandbox.objects.create(
+        name="b", image="i", network="none", cpus=1, memory_mb=64, pids=16, state="running", node=node.id
+    )
+    assert nodes.check_node(node) == 0  # nothing answers on port 9: a failed check, the node still in
+    node.refresh_from_db()
+    assert (node.state, bool(node.error)) == ("ready", True)
+    Node.objects.filter(pk=node.pk).update(
+        checked_at=timezone.now() - timedelta(seconds=nodes.UNREACHABLE_AFTER_S + 1)
+    )
+    node.refresh_from_db()
+    assert nodes.check_node(node) == 1
+    node.refresh_from_db()
+    box.refresh_from_db()
+    assert node.state == "unreachable"
+    assert (box.state, box.error) == ("missing", "Its node gone does not answer.")
+    assert nodes.check_node(node) == 0  # said once
+
+
 # -- live nodes ---------------------------------------------------------------------------------------
 
 

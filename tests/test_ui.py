@@ -26,6 +26,7 @@ ADMIN_PAGES = [
     "/settings/providers",
     "/settings/egress",
     "/settings/usage",
+    "/settings/nodes",
 ]
 
 

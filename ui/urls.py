@@ -2,7 +2,7 @@ from django.urls import path
 
 from cocoon.auth import SessionActorAuthentication
 from sandboxes.views import ArchiveView
-from ui import answer_views, settings_views, task_views, usage_views, views
+from ui import answer_views, node_views, settings_views, task_views, usage_views, views
 
 app_name = "ui"
 
@@ -61,4 +61,6 @@ urlpatterns = [
     path("settings/secrets", settings_views.secrets, name="secrets"),
     path("settings/tokens", settings_views.tokens, name="tokens"),
     path("settings/profiles", settings_views.profiles, name="profiles"),
+    path("settings/nodes", node_views.nodes, name="nodes"),
+    path("settings/nodes/<str:node_id>/do/<str:action>", node_views.node_action, name="node_action"),
 ]

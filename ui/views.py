@@ -24,7 +24,7 @@ from agents.choices import AgentStatus
 from attention.feed import ended_unexpectedly
 from cocoon.actors import Actor
 from cocoon.auth import log_in_session, log_out
-from cocoon.errors import RateLimited
+from cocoon.errors import NotFound, RateLimited
 from cocoon.setup import CHECKS
 from cocoon.throttle import guarded, refuse_if_locked_out
 from sandboxes.choices import Capability, NetworkMode
@@ -219,10 +219,22 @@ def _sandbox_page(request: HttpRequest, sandbox_id: str, posted: BudgetForm | No
     current = call(request, "sandbox.get", sandboxId=sandbox_id)
     context = {
         "sandbox": current,
+        "node_name": _node_name(request, current["node"]),
         "agents": call(request, "agent.list", sandboxId=sandbox_id),
         "budget": budget_section(request, Scope.SANDBOX, sandbox_id, current["budget"], posted),
     } | _spawn_options(request)
     return show(request, "ui/sandbox.html", context, status=400 if posted else 200)
+
+
+def _node_name(request: HttpRequest, node_id: str) -> str | None:
+    """The name of the node a sandbox runs on, for an admin (node.get is an admin's method: others see
+    the node's id)."""
+    if not actor_of(request).is_admin:
+        return None
+    try:
+        return call(request, "node.get", nodeId=node_id)["name"]
+    except NotFound:  # gone meanwhile
+        return None
 
 
 @page(admin=True)

@@ -34,6 +34,7 @@ NODE = obj(
         "overrides": {"type": "object"},
         "used": ROOM,
         "state": enum(*NodeState.values),
+        "draining": BOOLEAN,
         "facts": {"type": "object"},
         "error": nullable(STRING),
         "checkedAt": nullable(TIMESTAMP),

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+from django.conf import settings
 from docker.errors import ImageNotFound as DockerImageNotFound
 
 from cocoon.datadir import ensure_private_dir, write_private_file
@@ -54,7 +55,8 @@ def ship_image(image: str, url: str, tls: docker.tls.TLSConfig | None) -> bool:
         return False
     remote = engine_client(url, tls, 600)
     try:
-        with tempfile.TemporaryFile() as spool:  # on disk, not in memory: an image may be gigabytes
+        # On disk in the data folder (/tmp may be memory): an image may be gigabytes.
+        with tempfile.TemporaryFile(dir=settings.DATA_DIR) as spool:
             # Under the name asked for (an image's first tag may be another); by id, as it is.
             named = next((tag for tag in found.tags if tag in {image, f"{image}:latest"}), False)
             for chunk in found.save(named=named):

@@ -1,0 +1,60 @@
+"""Settings > Nodes (admin only): the engines sandboxes run on, what they hold, and drain, undrain and
+remove. Adding a node stays with the API (node.add): its TLS material is pasted PEM, no form's job."""
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
+
+from sandboxes.models import LOCAL_NODE
+from ui.web import call, done, method_of, page, show
+
+# A node's room as the table shows it, one column each: its used key, its capacity key, the title.
+ROOM = (
+    ("sandboxes", "maxSandboxes", _("Sandboxes")),
+    ("cpus", "cpus", _("CPUs")),
+    ("memoryMb", "memoryMb", _("Memory (MB)")),
+)
+# The action word of a node's URL: the method, its parameters, and the message when it is done.
+NODE_ACTIONS = {
+    "drain": ("node.drain", {}, _("Node %(name)s is draining: no new sandboxes go there.")),
+    "undrain": ("node.drain", {"undrain": True}, _("Node %(name)s takes new sandboxes again.")),
+    "remove": ("node.remove", {}, _("Node %(name)s was removed.")),
+}
+
+
+def _row(node: dict[str, Any]) -> dict[str, Any]:
+    """A node for the table: its room as (used, capacity) pairs, None for a capacity not known yet, its
+    labels as pairs (a label named "items" would hide a dict's items from the template), and its engine's
+    version (the local node's facts name only its driver)."""
+    room = [(node["used"][used], node["capacity"].get(capacity)) for used, capacity, _title in ROOM]
+    facts = node["facts"]
+    return node | {
+        "room": room,
+        "label_pairs": sorted(node["labels"].items()),
+        "version": facts.get("version") or facts.get("driver") or "",
+        "local": node["id"] == LOCAL_NODE,
+    }
+
+
+@page(admin=True)
+def nodes(request: HttpRequest) -> HttpResponse:
+    context = {
+        "section": "nodes",
+        "nodes": [_row(node) for node in call(request, "node.list")],
+        "room_titles": [title for _used, _capacity, title in ROOM],
+    }
+    return show(request, "ui/settings/nodes.html", context)
+
+
+@page(admin=True)
+@require_POST
+def node_action(request: HttpRequest, node_id: str, action: str) -> HttpResponse:
+    """Drain, undrain or remove a node. One that still holds sandboxes stays: the method's Conflict is the
+    page's message."""
+    method, params, message = method_of(NODE_ACTIONS, action)
+    name = call(request, "node.get", nodeId=node_id)["name"]  # node.remove answers nothing to name it by
+    call(request, method, nodeId=node_id, **params)
+    return done(request, reverse("ui:nodes"), message % {"name": name})

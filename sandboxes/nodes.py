@@ -180,12 +180,26 @@ def driver_of(sandbox_id: str) -> SandboxDriver:
 # -- the methods' services ------------------------------------------------------------------------
 
 
-def serialize_node(node: Node) -> dict[str, Any]:
-    held = (
-        Sandbox.objects.filter(node=node.id)
-        .exclude(state=SandboxState.MISSING)
-        .aggregate(count=Count("id"), cpus=Sum("cpus"), memory=Sum("memory_mb"))
-    )
+def used_by_node(*node_ids: str) -> dict[str, placement.Room]:
+    """What the sandboxes on each node (of these, or all) hold by their limits, missing ones left out:
+    one query for all nodes."""
+    held = Sandbox.objects.exclude(state=SandboxState.MISSING)
+    if node_ids:
+        held = held.filter(node__in=node_ids)
+    rows = held.values("node").annotate(count=Count("id"), cpus=Sum("cpus"), memory=Sum("memory_mb"))
+    return {
+        row["node"]: placement.Room(float(row["cpus"] or 0), int(row["memory"] or 0), row["count"])
+        for row in rows
+    }
+
+
+NOTHING_USED = placement.Room(0.0, 0, 0)
+
+
+def serialize_node(node: Node, used: placement.Room | None = None) -> dict[str, Any]:
+    """A node on the wire; used: what its sandboxes hold, when the caller has it (node.list asks once)."""
+    if used is None:
+        used = used_by_node(node.id).get(node.id, NOTHING_USED)
     return {
         "id": node.id,
         "name": node.name,
@@ -194,7 +208,7 @@ def serialize_node(node: Node) -> dict[str, Any]:
         "labels": node.labels,
         "capacity": capacity_of(node),
         "overrides": node.overrides,
-        "used": {"cpus": held["cpus"] or 0, "memoryMb": held["memory"] or 0, "sandboxes": held["count"]},
+        "used": {"cpus": used.cpus, "memoryMb": used.memory_mb, "sandboxes": used.sandboxes},
         "state": node.state,
         "draining": node.draining,  # also while it is unreachable
         "facts": {"driver": get_driver().kind, "runtimes": get_driver().runtimes()}
@@ -430,7 +444,8 @@ def choose_node(
     if not node and not labels and not several_nodes():
         return LOCAL_NODE
     demand = placement.Demand(cpus, memory_mb, network, runtime, labels or {})
-    candidates = [_candidate(found) for found in list_nodes()]
+    used = used_by_node()
+    candidates = [_candidate(found, used.get(found.id, NOTHING_USED)) for found in list_nodes()]
     if node:
         candidates = [candidate for candidate in candidates if node in {candidate.id, candidate.name}]
         if not candidates:
@@ -451,13 +466,8 @@ def several_nodes() -> bool:
     return Node.objects.exclude(pk=LOCAL_NODE).exists()
 
 
-def _candidate(node: Node) -> placement.Candidate:
+def _candidate(node: Node, used: placement.Room) -> placement.Candidate:
     capacity = capacity_of(node)
-    held = (
-        Sandbox.objects.filter(node=node.id)
-        .exclude(state=SandboxState.MISSING)
-        .aggregate(count=Count("id"), cpus=Sum("cpus"), memory=Sum("memory_mb"))
-    )
     local = node.id == LOCAL_NODE
     return placement.Candidate(
         id=node.id,
@@ -469,5 +479,5 @@ def _candidate(node: Node) -> placement.Candidate:
         capacity=placement.Room(
             float(capacity["cpus"]), int(capacity["memoryMb"]), int(capacity["maxSandboxes"])
         ),
-        used=placement.Room(float(held["cpus"] or 0), int(held["memory"] or 0), held["count"]),
+        used=used,
     )

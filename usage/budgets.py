@@ -138,7 +138,7 @@ def _stop(scope: str, subject: str, spent: str, limit: str) -> None:
         return
     live = Agent.objects.exclude(status=AgentStatus.EXITED)
     chosen = live.filter(pk=subject) if scope == Scope.AGENT else live.filter(sandbox_id=subject)
-    for agent_id in chosen.values_list("pk", flat=True) if scope != Scope.DAY else ():
+    for agent_id in chosen.values_list("pk", flat=True):  # the day's cap has no onSpent
         try:
             agents.kill_agent(agent_id, actor=SYSTEM_ACTOR)
         except CocoonError as error:  # it ended meanwhile

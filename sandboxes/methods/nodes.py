@@ -51,7 +51,8 @@ BY_ID = obj({"nodeId": NODE_ID}, required=("nodeId",))
     admin=True,
 )
 def node_list(call: Call) -> list[dict[str, Any]]:
-    return [nodes.serialize_node(node) for node in nodes.list_nodes()]
+    used = nodes.used_by_node()
+    return [nodes.serialize_node(node, used.get(node.id, nodes.NOTHING_USED)) for node in nodes.list_nodes()]
 
 
 @registry.method("node.get", description="One node.", params=BY_ID, result=NODE, admin=True)

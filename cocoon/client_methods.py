@@ -210,7 +210,7 @@ class Methods:
         labels: dict | None = None,
         capacity: dict | None = None,
     ) -> Any:
-        """Take in a Docker engine on another host: tcp://host:port with mutual TLS (tls: the CA its certificate comes from, pinned; cocoon's client certificate and key, which goes to the vault), or unix:///path. The engine must answer (its version, runtimes and live-restore are read); nothing is kept when it does not. New sandboxes may go there at once (network none for now)."""
+        """Take in a Docker engine on another host: tcp://host:port with mutual TLS (tls: the CA its certificate comes from, pinned; cocoon's client certificate and key, which goes to the vault). The engine must answer (its version, runtimes and live-restore are read) and be no node yet; nothing is kept when it does not. New sandboxes may go there at once, in every network mode (the node gets an egress proxy of its own); the toolbox follows in the background."""
         return self.call(
             "node.add",
             _params({"name": name, "url": url, "tls": tls, "labels": labels, "capacity": capacity}),
@@ -970,7 +970,7 @@ class AsyncMethods:
         labels: dict | None = None,
         capacity: dict | None = None,
     ) -> Any:
-        """Take in a Docker engine on another host: tcp://host:port with mutual TLS (tls: the CA its certificate comes from, pinned; cocoon's client certificate and key, which goes to the vault), or unix:///path. The engine must answer (its version, runtimes and live-restore are read); nothing is kept when it does not. New sandboxes may go there at once (network none for now)."""
+        """Take in a Docker engine on another host: tcp://host:port with mutual TLS (tls: the CA its certificate comes from, pinned; cocoon's client certificate and key, which goes to the vault). The engine must answer (its version, runtimes and live-restore are read) and be no node yet; nothing is kept when it does not. New sandboxes may go there at once, in every network mode (the node gets an egress proxy of its own); the toolbox follows in the background."""
         return await self.call(
             "node.add",
             _params({"name": name, "url": url, "tls": tls, "labels": labels, "capacity": capacity}),

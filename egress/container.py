@@ -14,6 +14,8 @@ from django.conf import settings
 from egress import policy
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, ServiceSpec, ServiceState
+from sandboxes.models import LOCAL_NODE
+from sandboxes.nodes import node_driver, ship_image
 
 logger = logging.getLogger(__name__)
 CONTEXT = Path(settings.BASE_DIR) / "images" / "egress-proxy"
@@ -31,7 +33,9 @@ def image_tag() -> str:
     return f"cocoon-egress-proxy:{digest.hexdigest()[:12]}"
 
 
-def ensure_image() -> str:
+def ensure_image(node: str = LOCAL_NODE) -> str:
+    """The proxy's image on the node: built by the local engine, shipped to a remote one (a node may
+    not reach a package mirror, and one build serves every node)."""
     driver, tag = get_driver(), image_tag()
     if not driver.image_exists(tag):
         logger.info("building %s", tag)
@@ -40,49 +44,55 @@ def ensure_image() -> str:
                 pass
         except DriverError as error:
             raise DriverError(f"could not build the egress proxy image: {error}") from error
+    if node != LOCAL_NODE and not ship_image(node, tag):
+        raise DriverError(f"could not ship the egress proxy image to node {node}")
     return tag
 
 
-def ensure_proxy() -> ServiceState:
-    """The proxy's container, started (or replaced by a current one) if needed."""
+def ensure_proxy(node: str = LOCAL_NODE) -> ServiceState:
+    """The node's proxy container, started (or replaced by a current one) if needed."""
     with _lock:
-        driver, tag = get_driver(), ensure_image()
+        driver, tag = node_driver(node), ensure_image(node)
         proxy = driver.find_service(SERVICE)
         if proxy is not None and (tags := driver.service_image_tags(SERVICE)) and tag not in tags:
             driver.remove_service(SERVICE)
             proxy = None
         if proxy is None:
-            proxy = _create(tag)
+            proxy = _create(tag, node)
         if not proxy.running:
             # An ack from before would vouch for a process that is not listening yet.
-            policy.forget_ack()
+            policy.forget_ack(node)
             proxy = driver.start_service(SERVICE)
         return proxy
 
 
-def attach(network: str) -> str:
-    """Put the proxy on one sandbox's network as cocoon-proxy; returns its address there."""
-    proxy = ensure_proxy()
+def attach(network: str, node: str = LOCAL_NODE) -> str:
+    """Put the node's proxy on one sandbox's network as cocoon-proxy; returns its address there."""
+    proxy = ensure_proxy(node)
     if network not in proxy.addresses:
-        proxy = get_driver().connect_service(SERVICE, network, ALIAS)
+        proxy = node_driver(node).connect_service(SERVICE, network, ALIAS)
     address = proxy.addresses.get(network)
     if address is None:
         raise DriverError(f"the egress proxy has no address on {network}")
     return address
 
 
-def _create(tag: str) -> ServiceState:
-    policy.publish()  # the proxy starts with a policy to load
+def _create(tag: str, node: str) -> ServiceState:
+    local = node == LOCAL_NODE
+    if local:
+        policy.publish()  # the proxy starts with a policy to load
     spec = ServiceSpec(
         name=SERVICE,
         image=tag,
         memory_mb=512,
         pids=4096,  # a thread per held connection
         alias=ALIAS,
-        binds={MOUNT: str(policy.egress_dir())},
         env={"COCOON_EGRESS_DIR": MOUNT},
+        binds={MOUNT: str(policy.egress_dir())} if local else {},
+        # A remote node has nothing of this host: the proxy's files are its own, traded by egress.remote.
+        scratch="" if local else MOUNT,
     )
-    return get_driver().create_service(spec)
+    return node_driver(node).create_service(spec)
 
 
 def restart_proxy() -> None:
@@ -93,8 +103,8 @@ def restart_proxy() -> None:
             driver.restart_service(SERVICE)
 
 
-def proxy_running() -> bool:
-    proxy = get_driver().find_service(SERVICE)
+def proxy_running(node: str = LOCAL_NODE) -> bool:
+    proxy = node_driver(node).find_service(SERVICE)
     return proxy is not None and proxy.running
 
 
@@ -123,7 +133,3 @@ def proxy_status() -> ProxyStatus:
         acknowledged_version=policy.acknowledged(since=since) if running else None,
         policy_error=policy.refused(current.get("version"), since=since) if running else None,
     )
-
-
-def remove_proxy() -> None:
-    get_driver().remove_service(SERVICE)

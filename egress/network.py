@@ -17,7 +17,7 @@ class EgressNetwork:
     def attached(self, sandbox: Sandbox, *, wait: bool) -> None:
         # An egress sandbox's way out is the proxy: it must know the address before anything goes out.
         if wait and sandbox.network == NetworkMode.EGRESS:
-            services.sync(wait=True)
+            services.sync(wait=True, node=sandbox.node)
         else:
             transaction.on_commit(services.sync_quietly)
 

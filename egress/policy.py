@@ -3,6 +3,7 @@ written atomically to DATA_DIR/egress/policy.json with a rising version; the pro
 version it has loaded in ack.json.
 """
 
+import contextlib
 import fcntl
 import json
 import time
@@ -17,6 +18,7 @@ from cocoon import config
 from cocoon.datadir import ensure_private_dir, write_private_file
 from egress import providers
 from sandboxes.choices import Capability, NetworkMode, SandboxState
+from sandboxes.models import LOCAL_NODE
 
 ACK_POLL_S = 0.01
 LOOPBACK = "127.0.0.1"
@@ -64,7 +66,34 @@ def refusals() -> Refusals:
     return merged
 
 
-def build() -> dict[str, Any]:
+def node_dir(node: str) -> Path:
+    """The files of a node's proxy: the local proxy's own folder, or a remote node's mirror here (the
+    policy cocoond sends it, what it said back: egress.remote trades them through the node's engine)."""
+    if node == LOCAL_NODE:
+        return egress_dir()
+    return ensure_private_dir(ensure_private_dir(egress_dir() / "nodes") / node)
+
+
+def remote_nodes_in_use() -> set[str]:
+    """The remote nodes whose proxy has a policy: those with sandboxes on a network, and those that had
+    (their policy must still lose the last one)."""
+    from sandboxes.models import Sandbox
+
+    nodes = set(_networked(Sandbox.objects.exclude(node=LOCAL_NODE)).values_list("node", flat=True))
+    with contextlib.suppress(FileNotFoundError):
+        nodes |= {path.parent.name for path in (egress_dir() / "nodes").glob("*/policy.json")}
+    return nodes
+
+
+def _networked(sandboxes: Any) -> Any:
+    # Open sandboxes too: they reach the credential routes on their own network.
+    return sandboxes.exclude(network=NetworkMode.NONE).exclude(state=SandboxState.MISSING)
+
+
+def build_all() -> dict[str, dict[str, Any]]:
+    """Each node's policy: the local one's, and one per remote node in use. A node's proxy knows only
+    its own sandboxes (their addresses are its engine's, which other engines hand out again) and the
+    routes of the providers granted to them."""
     from egress.models import ProviderGrant
     from sandboxes.drivers import get_driver
     from sandboxes.models import Sandbox
@@ -72,30 +101,56 @@ def build() -> dict[str, Any]:
     document = config.get_settings()
     driver = get_driver()
     enforced = Capability.EGRESS_ENFORCED in driver.capabilities()
-    sandboxes: dict[str, Any] = {}
-    tokens: dict[str, Any] = {}
     grants: dict[str, list[str]] = {}
     for sandbox_id, provider_id in ProviderGrant.objects.values_list("sandbox_id", "provider"):
         grants.setdefault(sandbox_id, []).append(provider_id)
-    # Open sandboxes too: they reach the credential routes on their own network.
-    running = Sandbox.objects.exclude(network=NetworkMode.NONE).exclude(state=SandboxState.MISSING)
-    for sandbox in running.only("id", "ips", "proxy_token"):
+    nodes = {LOCAL_NODE: _node_policy(enforced)}
+    nodes |= {node: _node_policy(True) for node in remote_nodes_in_use()}
+    for sandbox in _networked(Sandbox.objects.all()).only("id", "ips", "proxy_token", "node"):
+        node = nodes.get(sandbox.node)
+        if node is None:  # a node removed meanwhile
+            continue
         entry = {
             "id": sandbox.id,
             "token": sandbox.proxy_token,
             "allow": document["egress"]["sandboxAllow"].get(sandbox.id, []),
             "grants": sorted(grants.get(sandbox.id, [])),
         }
+        node["granted"].update(entry["grants"])
         if not enforced:
-            tokens[sandbox.proxy_token] = entry
+            node["tokens"][sandbox.proxy_token] = entry
         elif ip := (sandbox.ips or {}).get(driver.sandbox_network(sandbox.id)):
-            sandboxes[ip] = entry
+            node["sandboxes"][ip] = entry
+    shared = {
+        "allowlist": allowlist(document),
+        "hosts": document["egress"]["hosts"],
+        "caBundle": document["egress"]["caBundle"],
+        # Requests the credential proxy answers with a message instead (a budget spent, usage).
+        "refuse": refusals(),
+    }
+    every_provider = providers.all_providers(document)
+    return {
+        node_id: {
+            **shared,
+            "sandboxes": node["sandboxes"],
+            "tokens": node["tokens"],
+            "providers": _routes(every_provider, node["granted"], driver.host_alias),
+        }
+        for node_id, node in nodes.items()
+    }
+
+
+def _node_policy(enforced: bool) -> dict[str, Any]:
+    sandboxes: dict[str, Any] = {}
     if not enforced:
         # The local proxy (bwrap): every sandbox and the host itself come from loopback.
         sandboxes[LOOPBACK] = {"id": None, "token": "", "allow": [], "grants": [], "shared": True}
-    granted = {provider for provider_ids in grants.values() for provider in provider_ids}
+    return {"sandboxes": sandboxes, "tokens": {}, "granted": set()}
+
+
+def _routes(every_provider: dict[str, Any], granted: set[str], host_alias: str) -> dict[str, Any]:
     routes = {}
-    for provider_id, provider in providers.all_providers(document).items():
+    for provider_id, provider in every_provider.items():
         if provider_id in granted:
             routes[provider_id] = {
                 **{
@@ -104,18 +159,13 @@ def build() -> dict[str, Any]:
                 },
                 "headers": providers.auth_headers(provider, providers.key_of(provider)),
                 # The proxy's localhost is its own container; the provider meant the server.
-                "baseUrl": providers.reachable_base_url(provider["baseUrl"], driver.host_alias),
+                "baseUrl": providers.reachable_base_url(provider["baseUrl"], host_alias),
             }
-    return {
-        "allowlist": allowlist(document),
-        "hosts": document["egress"]["hosts"],
-        "caBundle": document["egress"]["caBundle"],
-        "sandboxes": sandboxes,
-        "tokens": tokens,
-        "providers": routes,
-        # Requests the credential proxy answers with a message instead (a budget spent, usage).
-        "refuse": refusals(),
-    }
+    return routes
+
+
+def build(node: str = LOCAL_NODE) -> dict[str, Any]:
+    return build_all()[node]
 
 
 @contextmanager
@@ -129,18 +179,18 @@ def _locked() -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def current() -> dict[str, Any] | None:
+def current(node: str = LOCAL_NODE) -> dict[str, Any] | None:
     """The published policy; None if there is none or the file is not a policy (written by someone else)."""
     try:
-        document = json.loads((egress_dir() / "policy.json").read_text())
+        document = json.loads((node_dir(node) / "policy.json").read_text())
     except (OSError, ValueError):
         return None
     return document if isinstance(document, dict) else None
 
 
-def _ack(since: float | None = None) -> dict[str, Any]:
+def _ack(node: str, since: float | None = None) -> dict[str, Any]:
     """What the proxy last said (ack.json); with since, only if it said so after that time."""
-    path = egress_dir() / "ack.json"
+    path = node_dir(node) / "ack.json"
     try:
         if since is not None and path.stat().st_mtime < since:
             return {}
@@ -150,16 +200,16 @@ def _ack(since: float | None = None) -> dict[str, Any]:
     return ack if isinstance(ack, dict) else {}
 
 
-def acknowledged(since: float | None = None) -> int | None:
+def acknowledged(since: float | None = None, node: str = LOCAL_NODE) -> int | None:
     """The version the proxy has loaded; with since, only if it said so after that time."""
-    version = _ack(since).get("version")
+    version = _ack(node, since).get("version")
     return version if isinstance(version, int) else None
 
 
-def refused(version: int | None = None, since: float | None = None) -> str | None:
+def refused(version: int | None = None, since: float | None = None, node: str = LOCAL_NODE) -> str | None:
     """Why the proxy refused a policy (it keeps serving the last one it could use): the newest refusal,
     or only one of at least the given version."""
-    refusal = _ack(since).get("refused")
+    refusal = _ack(node, since).get("refused")
     if not isinstance(refusal, dict) or not isinstance(refusal.get("version"), int):
         return None
     if version is not None and refusal["version"] < version:
@@ -167,26 +217,31 @@ def refused(version: int | None = None, since: float | None = None) -> str | Non
     return str(refusal.get("error", ""))[:500]
 
 
-def forget_ack() -> None:
-    (egress_dir() / "ack.json").unlink(missing_ok=True)
+def forget_ack(node: str = LOCAL_NODE) -> None:
+    (node_dir(node) / "ack.json").unlink(missing_ok=True)
 
 
-def publish() -> int:
-    """Write the policy if it changed; returns the version that holds it. Built under the lock: a
-    document built before another writer's newer one must not be written after it (a lost revocation)."""
+def publish() -> dict[str, int]:
+    """Write each node's policy that changed; returns the version that holds it, per node. Built under
+    the lock: a document built before another writer's newer one must not be written after it (a lost
+    revocation)."""
+    versions = {}
     with _locked():
-        document = build()
-        previous = current() or {}
-        version = previous.get("version", 0)
-        if {key: value for key, value in previous.items() if key != "version"} != document:
-            # Milliseconds keep versions rising across a lost file; +1 across fast writes.
-            version = max(version + 1, int(time.time() * 1000))
-            write_private_file(egress_dir() / "policy.json", json.dumps({"version": version, **document}))
-    return version
+        for node, document in build_all().items():
+            previous = current(node) or {}
+            version = previous.get("version", 0)
+            if {key: value for key, value in previous.items() if key != "version"} != document:
+                # Milliseconds keep versions rising across a lost file; +1 across fast writes.
+                version = max(version + 1, int(time.time() * 1000))
+                text = json.dumps({"version": version, **document})
+                write_private_file(node_dir(node) / "policy.json", text)
+            versions[node] = version
+    return versions
 
 
 def wait_for_ack(version: int, timeout: float = 5.0) -> bool:
-    """Whether the proxy loaded this version (or a newer one) in time; False at once if it refused it."""
+    """Whether the local proxy loaded this version (or a newer one) in time; False at once if it
+    refused it."""
     deadline = time.monotonic() + timeout
     while True:
         acked = acknowledged()

@@ -24,6 +24,8 @@ from egress.schemas import serialize_denied
 from sandboxes.choices import Capability, NetworkMode
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, SandboxSpec
+from sandboxes.models import LOCAL_NODE, Sandbox
+from sandboxes.nodes import node_driver, node_of
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -61,8 +63,9 @@ def prepare(spec: SandboxSpec) -> SandboxSpec:
     if enforced():
         from egress.container import attach
 
-        network = get_driver().create_sandbox_network(spec.sandbox_id, spec.network)
-        address = _engine_errors(attach, network)
+        node = node_of(spec.sandbox_id)  # the proxy of the sandbox's own node
+        network = node_driver(node).create_sandbox_network(spec.sandbox_id, spec.network)
+        address = _engine_errors(attach, network, node)
         if spec.network != NetworkMode.EGRESS:
             return spec
         dns = [address]
@@ -124,17 +127,24 @@ class PolicyNotLoaded(Unavailable):
             )
 
 
-def sync(wait: bool = True) -> None:
-    """Publish the policy; with wait, return only once a running proxy has loaded it (one that is not
-    running loads the newest policy when it starts)."""
+def sync(wait: bool = True, node: str | None = None) -> None:
+    """Publish the policy, and send the remote nodes theirs; with wait, return only once the running
+    proxies (only node's, when given) have loaded it (one that is not running loads the newest policy
+    when it starts)."""
+    from egress import remote
     from egress.container import proxy_running
 
-    version = policy.publish()
+    versions = policy.publish()
+    remote_loaded = remote.sync(versions, node, wait)
     if not wait:
         return
-    proxied = proxy_running() if enforced() else local_proxy_running()
-    if proxied and not policy.wait_for_ack(version, ACK_TIMEOUT_S):
-        raise PolicyNotLoaded(policy.refused(version))
+    if node in (None, LOCAL_NODE):
+        proxied = proxy_running() if enforced() else local_proxy_running()
+        if proxied and not policy.wait_for_ack(versions[LOCAL_NODE], ACK_TIMEOUT_S):
+            raise PolicyNotLoaded(policy.refused(versions[LOCAL_NODE]))
+    if not remote_loaded:
+        version = versions.get(node or "", 0)
+        raise PolicyNotLoaded(policy.refused(version, node=node) if node else None)
 
 
 def sync_quietly() -> None:
@@ -152,7 +162,7 @@ def grant(sandbox: Any, provider_ids: list[str]) -> None:
         for provider_id in provider_ids
     ]
     if any(created):
-        sync(wait=True)
+        sync(wait=True, node=sandbox.node)
 
 
 # -- denied attempts ----------------------------------------------------------------------------------
@@ -164,29 +174,41 @@ def collect_denied() -> int:
     The proxy already folds attempts per second; here each sandbox keeps at most MAX_DENIED_HOSTS
     distinct hosts, the rest are counted under OTHER_HOSTS, so a flood of random names makes a bounded
     number of rows and events."""
-    path = policy.egress_dir() / "denied.jsonl"
+    return sum(_collect_denied(node) for node in [LOCAL_NODE, *policy.remote_nodes_in_use()])
+
+
+def _collect_denied(node: str) -> int:
+    path = policy.node_dir(node) / "denied.jsonl"
     taken = path.with_name("denied.jsonl.collecting")
     try:
         os.replace(path, taken)  # the proxy opens the file per write, so it starts a new one
     except FileNotFoundError:
         return 0
-    entries = []
+    entries: list[dict[str, Any]] = []
     for line in taken.read_text().splitlines():
         try:
-            entries.append(json.loads(line))
+            parsed = json.loads(line)
         except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            entries.append(parsed)
+        else:
             logger.warning("skipping a malformed denied entry")
     taken.unlink()
+    # A node's proxy speaks only for its own sandboxes: an attempt it puts on another's is nobody's.
+    named = {str(entry.get("sandboxId") or "") for entry in entries}
+    foreign = set(Sandbox.objects.filter(pk__in=named).exclude(node=node).values_list("pk", flat=True))
     hosts: dict[str, set[str]] = {}
     changed, counted = {}, 0
     with transaction.atomic():
         for entry in entries:
             try:
+                sandbox_id = str(entry.get("sandboxId") or "")
                 at = datetime.fromtimestamp(float(entry.get("at", 0)), tz=UTC)
                 first = datetime.fromtimestamp(float(entry.get("first", entry.get("at", 0))), tz=UTC)
                 count = max(1, int(entry.get("count") or 1))
                 key: dict[str, Any] = {
-                    "sandbox_id": str(entry.get("sandboxId") or ""),
+                    "sandbox_id": "" if sandbox_id in foreign else sandbox_id,
                     "host": str(entry.get("host", ""))[:300],
                     "port": int(entry.get("port") or 0),
                     "reason": str(entry.get("reason", ""))[:32],
@@ -254,7 +276,6 @@ def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> list[str
 def watch_proxy() -> None:
     from egress.container import ensure_proxy, proxy_running
     from sandboxes.choices import SandboxState
-    from sandboxes.models import Sandbox
 
     if not enforced():
         return

@@ -12,10 +12,11 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django import db
 from django.conf import settings
@@ -37,6 +38,8 @@ from sandboxes.drivers.docker import remote
 from sandboxes.models import LOCAL_NODE, Node, Sandbox
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
 
 CHECK_TIMEOUT_S = 5  # a check that gets no answer in this time has failed
 UNREACHABLE_AFTER_S = 8  # a node whose checks have failed for this long is unreachable
@@ -46,10 +49,8 @@ CHECKS_AT_ONCE = 8
 CPU_OVERCOMMIT = 8
 MEMORY_OVERCOMMIT = 2
 MAX_SANDBOXES = 100
-# What a remote node can give a sandbox for now: no network. The others need the node's own egress
-# proxy and networks, which only the local node has yet.
-REMOTE_NETWORKS = frozenset({NetworkMode.NONE})
-URL = re.compile(r"(tcp://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}|unix:///[^\s]+)")
+# Never unix://: the local engine is the local node, and any other socket is none of an admin's business.
+URL = re.compile(r"tcp://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}")
 
 events.register_types("node.updated", "node.removed", visibility=Visibility.ADMIN)
 activity.register_messages(
@@ -162,19 +163,23 @@ _shipping: dict[tuple[str, str], threading.Lock] = {}
 
 
 def driver_of(sandbox_id: str) -> SandboxDriver:
-    """The driver of the node a sandbox runs on (the local one for a sandbox without a row). Asked on
-    every exec: the database only the first time."""
+    """The driver of the node a sandbox runs on. Asked on every exec: the database only the first time."""
+    return node_driver(node_of(sandbox_id))
+
+
+def node_of(sandbox_id: str) -> str:
+    """The node a sandbox runs on (the local one for a sandbox without a row); a sandbox never moves."""
     with _lock:
         node_id = _nodes_of.get(sandbox_id)
     if node_id is None:
         node_id = Sandbox.objects.filter(pk=sandbox_id).values_list("node", flat=True).first()
         if node_id is None:
-            return get_driver()
+            return LOCAL_NODE
         with _lock:
             if len(_nodes_of) >= NODES_OF_MAX:
                 _nodes_of.clear()
             _nodes_of[sandbox_id] = node_id
-    return node_driver(node_id)
+    return node_id
 
 
 # -- the methods' services ------------------------------------------------------------------------
@@ -262,8 +267,8 @@ def add_node(
     """Check that the engine answers (with this TLS material) and take it in, ready; nothing is kept
     when it does not."""
     if not URL.fullmatch(url):
-        raise field_error("url", _("Must be tcp://host:port (with tls) or unix:///path."))
-    if url.startswith("tcp://") and tls is None:
+        raise field_error("url", _("Must be tcp://host:port."))
+    if tls is None:
         # Its API is root on that host: never reachable without cocoon's certificate.
         raise field_error("tls", _("An engine reached over tcp:// needs tls (ca, cert, key)."), "required")
     if name == LOCAL_NAME or Node.objects.filter(name=name).exists():
@@ -281,6 +286,9 @@ def add_node(
             ),
             "unreachable",
         ) from None
+    if taken := _node_of_engine(facts["engineId"]):
+        shutil.rmtree(folder, ignore_errors=True)
+        raise Conflict(_("The engine at %(url)s is node %(name)s already."), url=url, name=taken)
     node.labels, node.overrides, node.facts, node.capacity = labels, overrides, facts, capacity
     node.checked_at = timezone.now()
     try:
@@ -290,12 +298,32 @@ def add_node(
                 vault.set_secret(key_secret(node.id), tls.key, actor=actor)
             activity.record("node.added", {"name": name}, actor=actor)
             events.publish("node.updated", serialize_node(node))
+            from sandboxes.tasks import prepare_node
+
+            transaction.on_commit(lambda: prepare_node.delay(node.id))
     except BaseException as error:
         shutil.rmtree(folder, ignore_errors=True)
         if isinstance(error, IntegrityError):  # added by another call meanwhile
             raise Conflict(_("A node named %(name)s exists already."), name=name) from None
         raise
     return node
+
+
+def _node_of_engine(engine_id: str) -> str | None:
+    """The name of the node that is this engine already (the local one too), if any: one engine taken
+    in twice would be counted, placed on and reconciled twice."""
+    if not engine_id:
+        return None
+    if engine_id == get_driver().engine_id():
+        return LOCAL_NAME
+    return next(
+        (
+            node.name
+            for node in Node.objects.exclude(pk=LOCAL_NODE)
+            if node.facts.get("engineId") == engine_id
+        ),
+        None,
+    )
 
 
 def update_node(
@@ -361,16 +389,31 @@ def check_nodes() -> int:
     if not _checking.acquire(blocking=False):
         return 0
     try:
-        remote_nodes = list(Node.objects.exclude(pk=LOCAL_NODE))
-        if not remote_nodes:
-            return 0
-        with ThreadPoolExecutor(min(len(remote_nodes), CHECKS_AT_ONCE)) as pool:
-            return sum(pool.map(_checked, remote_nodes))
+        return sum(each_node(_checked, list(Node.objects.exclude(pk=LOCAL_NODE))))
     finally:
         _checking.release()
 
 
 _checking = threading.Lock()
+
+
+def each_node(work: Callable[[T], R], nodes: list[T]) -> list[R]:
+    """work done for every node at once (at most CHECKS_AT_ONCE at a time): one slow engine must not
+    hold up the others. work must not raise."""
+    if not nodes:
+        return []
+    with ThreadPoolExecutor(min(len(nodes), CHECKS_AT_ONCE)) as pool:
+        return list(pool.map(_closing(work), nodes))
+
+
+def _closing(work: Callable[[T], R]) -> Callable[[T], R]:
+    def run(node: T) -> R:
+        try:
+            return work(node)
+        finally:
+            db.connections.close_all()  # this thread's, which the pool's next task would not reuse
+
+    return run
 
 
 def _checked(node: Node) -> int:
@@ -379,8 +422,6 @@ def _checked(node: Node) -> int:
     except Exception:  # one node's trouble must not keep the others unchecked
         logger.exception("could not check node %s", node.name)
         return 0
-    finally:
-        db.connections.close_all()  # this thread's, which the pool's next task would not reuse
 
 
 def check_node(node: Node) -> int:
@@ -475,7 +516,7 @@ def _candidate(node: Node, used: placement.Room) -> placement.Candidate:
         ready=node.reachable and not node.draining,
         labels=node.labels,
         runtimes=frozenset(get_driver().runtimes() if local else node.facts.get("runtimes", ())),
-        networks=frozenset(NetworkMode.values) if local else REMOTE_NETWORKS,
+        networks=frozenset(NetworkMode.values),
         capacity=placement.Room(
             float(capacity["cpus"]), int(capacity["memoryMb"]), int(capacity["maxSandboxes"])
         ),

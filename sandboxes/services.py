@@ -200,7 +200,7 @@ def make_sandbox(
         workspace=None if options.repo else baseline(options.branch or "main"),
     )
     try:
-        observed = _create(driver, networking.prepare(spec), node)
+        observed = _create(driver, spec, node)
         if sandbox.network != NetworkMode.NONE:
             # Its network must be in force before anything in it goes out (the clone).
             sandbox.ips = observed.ips
@@ -228,15 +228,16 @@ def make_sandbox(
 
 
 def _create(driver: Any, spec: SandboxSpec, node: str) -> Any:
-    """The engine's create; a node without the image gets the local engine's copy, once."""
+    """The engine's create; a node without the image gets the local engine's copy, once. The failed
+    create removed what it made (the sandbox's network too): the retry prepares the network again."""
     try:
-        return driver.create(spec)
+        return driver.create(networking.prepare(spec))
     except ImageNotFound:
         from sandboxes.nodes import ship_image
 
         if node == LOCAL_NODE or not ship_image(node, spec.image):
             raise
-    return driver.create(spec)
+    return driver.create(networking.prepare(spec))
 
 
 def announce_created(sandbox: Sandbox, actor: Actor | None) -> None:
@@ -487,11 +488,11 @@ def remove_member(member: Sandbox) -> int:
 
 def _align(driver: Any, sandbox: Sandbox) -> int:
     observed = driver.inspect(sandbox.id)
-    if (observed.state, observed.ips) == (sandbox.state, sandbox.ips):
-        return 0
-    if sandbox.state == SandboxState.MISSING and sandbox.error:  # found again: the reason is past
+    if sandbox.error:  # its node answered: the reason (it did not) is past, whatever it found
         sandbox.error = ""
         sandbox.save(update_fields=["error"])
+    if (observed.state, observed.ips) == (sandbox.state, sandbox.ips):
+        return 0
     key = "sandbox.missing" if observed.state == SandboxState.MISSING else None
     try:
         _apply(sandbox, observed.state, observed.ips, key, None)

@@ -27,6 +27,11 @@ def install_toolbox() -> dict:
     return toolbox.install_toolbox()
 
 
+@shared_task(name="sandboxes.tasks.prepare_node")
+def prepare_node(node_id: str) -> None:
+    toolbox.prepare_node(node_id)
+
+
 @shared_task(name="sandboxes.tasks.check_nodes")
 def check_nodes() -> int:
     return nodes.check_nodes()

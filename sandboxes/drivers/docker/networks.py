@@ -22,6 +22,9 @@ from sandboxes.drivers.docker.engine import DockerEngine, driver_error, network_
 SUBNET_PREFIX = 28
 
 Subnet = ipaddress.IPv4Network | ipaddress.IPv6Network
+# Cocoon's service containers on a remote engine: no one's files to own there.
+REMOTE_SERVICE_USER = "65534:65534"
+SCRATCH_MB = 64
 
 
 def _host_routes() -> list[ipaddress.IPv4Network]:
@@ -137,8 +140,10 @@ class DockerNetworks(DockerEngine):
     # -- service containers (the egress proxy) ---------------------------------------------------
 
     def _service_options(self) -> dict[str, Any]:
-        """Engine-specific options for cocoon's own service containers (the egress proxy)."""
-        return {"user": f"{os.getuid()}:{os.getgid()}", "extra_hosts": {self.host_alias: "host-gateway"}}
+        """Engine-specific options for cocoon's own service containers (the egress proxy): cocoond's
+        user, who owns the files it shares with them; on a remote engine, which shares none, nobody."""
+        user = REMOTE_SERVICE_USER if self.base_url else f"{os.getuid()}:{os.getgid()}"
+        return {"user": user, "extra_hosts": {self.host_alias: "host-gateway"}}
 
     def _service(self, name: str) -> Any:
         try:
@@ -155,6 +160,12 @@ class DockerNetworks(DockerEngine):
             addresses=addresses,
             started_at=_started_at(container) if running else None,
         )
+
+    def _scratch(self, spec: ServiceSpec) -> dict[str, str]:
+        if not spec.scratch:
+            return {}
+        uid, _, gid = self._service_options()["user"].partition(":")
+        return {spec.scratch: f"uid={uid},gid={gid or uid},mode=0700,size={SCRATCH_MB}m"}
 
     def find_service(self, name: str) -> ServiceState | None:
         try:
@@ -188,6 +199,7 @@ class DockerNetworks(DockerEngine):
                 mounts=[
                     docker.types.Mount(target, source, type="bind") for target, source in spec.binds.items()
                 ],
+                tmpfs=self._scratch(spec),
                 environment=spec.env,
                 # The SDK's stubs know only "always" and "on-failure"; the engine takes this one too.
                 restart_policy={"Name": "unless-stopped"},  # type: ignore[arg-type]

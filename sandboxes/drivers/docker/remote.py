@@ -34,6 +34,7 @@ def probe(url: str, tls: docker.tls.TLSConfig | None, timeout: int) -> dict[str,
     finally:
         client.close()
     return {
+        "engineId": str(info.get("ID", "")),
         "version": str(version.get("Version", "")),
         "apiVersion": str(version.get("ApiVersion", "")),
         "os": str(info.get("OperatingSystem", "")),

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from sandboxes.drivers.base import AGENT_USER, MAX_EXEC_OUTPUT, WORKSPACE, ExecResult, TtySession
+from sandboxes.drivers.base import AGENT_USER, MAX_EXEC_OUTPUT, WORKSPACE, ExecResult, TtySession, object_name
 from sandboxes.drivers.docker.engine import DockerEngine, sandbox_error
 
 # How long past the in-sandbox `timeout` the driver waits before giving up on the output stream.
@@ -120,8 +120,31 @@ class DockerExec(DockerEngine):
         workdir: str = WORKSPACE,
         timeout: float = 60,
     ) -> ExecResult:
+        return self._exec(
+            self._container_name(sandbox_id), command, stdin=stdin, env=env, user=user, workdir=workdir,
+            timeout=timeout,
+        )  # fmt: skip
+
+    def exec_service(
+        self, name: str, command: list[str], *, stdin: bytes | None = None, timeout: float = 60
+    ) -> ExecResult:
+        return self._exec(
+            object_name(name), command, stdin=stdin, env=None, user="", workdir="/", timeout=timeout
+        )
+
+    def _exec(
+        self,
+        container: str,
+        command: list[str],
+        *,
+        stdin: bytes | None,
+        env: dict[str, str] | None,
+        user: str,
+        workdir: str,
+        timeout: float,
+    ) -> ExecResult:
         api = self._client.api
-        # `timeout` inside the sandbox kills the command; the socket deadline below is the backstop.
+        # `timeout` inside the container kills the command; the socket deadline below is the backstop.
         limit = max(1, math.ceil(timeout))
         if stdin is not None and self._client.api.base_url.startswith("https"):
             # A TLS stream cannot be half-closed (Python drops its TLS layer with the write side), so
@@ -131,7 +154,7 @@ class DockerExec(DockerEngine):
         started = time.monotonic()
         try:
             exec_id = api.exec_create(
-                self._container_name(sandbox_id),
+                container,
                 wrapped,
                 stdin=stdin is not None,
                 environment=env or {},

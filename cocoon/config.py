@@ -151,6 +151,8 @@ NAME_PATTERN = rf"^(?:{LABEL}\.)*{TOP_LABEL}$"
 HOST = string(pattern=rf"^(?:\*\.)?{NAME_PATTERN[1:]}", maxLength=255)
 POOL_SIZE_MAX = 50
 POOL_TEMPLATE_FIELDS = ("image", "network", "runtime", "limits", "repo", "branch")
+NODE_NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,62}$"
+LOCAL_NODE_NAME = "local"  # the local node's name, which no other node may take
 POOL = obj(
     {
         "size": integer(minimum=0, maximum=POOL_SIZE_MAX),
@@ -160,6 +162,8 @@ POOL = obj(
         "limits": without_required(LIMITS),
         "repo": string(minLength=1, maxLength=2000),
         "branch": string(minLength=1, maxLength=255),
+        # The node (by name) whose engine keeps the members; the local one when unset.
+        "node": string(pattern=NODE_NAME_PATTERN),
     },
     required=("size",),
 )
@@ -381,6 +385,7 @@ def _check_pools(document: dict[str, Any]) -> None:
     for index, pool in enumerate(sandbox.get("pools", [])):
         template = {name: pool.get(name, sandbox.get(name, "")) for name in POOL_TEMPLATE_FIELDS}
         template["limits"] = sandbox["limits"] | pool.get("limits", {})
+        template["node"] = pool.get("node", LOCAL_NODE_NAME)
         key = json.dumps(template, sort_keys=True)
         if key in seen:
             message = interpolate_lazy(_("Has the same options as pool %(other)s."), {"other": seen[key]})

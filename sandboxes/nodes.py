@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from django import db
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -75,7 +75,7 @@ class Tls:
     key: str
 
 
-LOCAL_NAME = "local"  # the local node's, which no other node may take
+LOCAL_NAME = config.LOCAL_NODE_NAME
 
 
 def local_node() -> Node:
@@ -146,20 +146,31 @@ def node_reachable(node_id: str) -> bool:
 
 
 def ship_image(node_id: str, image: str) -> bool:
-    """Give a node the local engine's copy of an image (one the local engine built); False when the
-    local engine has none by that name. Creates that find it missing at once ship it once (per
-    process): the others wait, then find it there."""
-    node = get_node(node_id)
+    """Give a remote node the local engine's copy of an image, unless it has that very image (by id)
+    under the name already: a rebuilt image reaches the nodes with their next create. False when the
+    local engine has none by that name (the node's own, if any, is used). One shipping per node and
+    image at a time (per process): creates that find it missing at once wait, then find it there."""
+    local = get_driver().image_info(image)
+    if local is None:
+        return False
     with _lock:
+        if _shipped.get((node_id, image)) == local.id:
+            return True
         shipping = _shipping.setdefault((node_id, image), threading.Lock())
     with shipping:
-        if node_driver(node_id).image_exists(image):
-            return True
-        logger.info("shipping image %s to node %s", image, node.name)
-        return remote.ship_image(image, node.url, _engine_tls(node))
+        there = node_driver(node_id).image_info(image)
+        if there is None or there.id != local.id:
+            node = get_node(node_id)
+            logger.info("shipping image %s to node %s", image, node.name)
+            if not remote.ship_image(image, node.url, _engine_tls(node)):
+                return False
+        with _lock:
+            _shipped[(node_id, image)] = local.id
+    return True
 
 
 _shipping: dict[tuple[str, str], threading.Lock] = {}
+_shipped: dict[tuple[str, str], str] = {}  # the image id each node was last given under a name
 
 
 def driver_of(sandbox_id: str) -> SandboxDriver:
@@ -186,12 +197,15 @@ def node_of(sandbox_id: str) -> str:
 
 
 def used_by_node(*node_ids: str) -> dict[str, placement.Room]:
-    """What the sandboxes on each node (of these, or all) hold by their limits, missing ones left out:
-    one query for all nodes."""
+    """What the sandboxes on each node (of these, or all) hold by their limits, missing ones left out,
+    stopped ones only their place (they hold no CPU or memory until started): one query for all nodes."""
     held = Sandbox.objects.exclude(state=SandboxState.MISSING)
     if node_ids:
         held = held.filter(node__in=node_ids)
-    rows = held.values("node").annotate(count=Count("id"), cpus=Sum("cpus"), memory=Sum("memory_mb"))
+    live = ~Q(state=SandboxState.STOPPED)
+    rows = held.values("node").annotate(
+        count=Count("id"), cpus=Sum("cpus", filter=live), memory=Sum("memory_mb", filter=live)
+    )
     return {
         row["node"]: placement.Room(float(row["cpus"] or 0), int(row["memory"] or 0), row["count"])
         for row in rows
@@ -485,6 +499,35 @@ def choose_node(
     if not node and not labels and not several_nodes():
         return LOCAL_NODE
     demand = placement.Demand(cpus, memory_mb, network, runtime, labels or {})
+    if (picked := _place(demand, node)) is None:
+        raise field_error(
+            "node" if node else "nodeLabels" if labels else "network",
+            _("No node can take this sandbox now (its state, labels, runtimes, network modes or room)."),
+            "no_node",
+        )
+    return picked.id
+
+
+def choose_among(
+    names: set[str],
+    *,
+    cpus: float,
+    memory_mb: int,
+    network: str,
+    runtime: str,
+    node: str = "",
+    labels: dict[str, str] | None = None,
+) -> tuple[str, str] | None:
+    """choose_node() among these nodes only (by name: those with a warm pool), as (id, name); None when
+    none of them fits."""
+    if not node and not labels and not several_nodes():
+        return (LOCAL_NODE, LOCAL_NAME) if LOCAL_NAME in names else None
+    demand = placement.Demand(cpus, memory_mb, network, runtime, labels or {})
+    picked = _place(demand, node, names)
+    return (picked.id, picked.name) if picked else None
+
+
+def _place(demand: placement.Demand, node: str, among: set[str] | None = None) -> placement.Candidate | None:
     used = used_by_node()
     candidates = [_candidate(found, used.get(found.id, NOTHING_USED)) for found in list_nodes()]
     if node:
@@ -492,14 +535,9 @@ def choose_node(
         if not candidates:
             message = interpolate_lazy(_("Node %(id)s does not exist."), {"id": node})
             raise field_error("node", message, "not_found")
-    picked = placement.place(candidates, demand, config.get_settings()["sandbox"]["placement"])
-    if picked is None:
-        raise field_error(
-            "node" if node else "nodeLabels" if labels else "network",
-            _("No node can take this sandbox now (its state, labels, runtimes, network modes or room)."),
-            "no_node",
-        )
-    return picked.id
+    if among is not None:
+        candidates = [candidate for candidate in candidates if candidate.name in among]
+    return placement.place(candidates, demand, config.get_settings()["sandbox"]["placement"])
 
 
 def several_nodes() -> bool:

@@ -32,6 +32,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import config
 from cocoon.actors import Actor
+from cocoon.config import LOCAL_NODE_NAME
 from cocoon.errors import Conflict
 from sandboxes import nodes, services
 from sandboxes.choices import SandboxState
@@ -57,6 +58,7 @@ class Pool:
     key: str
     size: int
     options: services.Options
+    node: str = LOCAL_NODE_NAME  # the name of the node whose engine keeps the members
 
 
 @dataclass(frozen=True)
@@ -67,10 +69,11 @@ class Created:
     from_pool: bool
 
 
-def template_key(options: services.Options) -> str:
-    """All a member is made of (settings included, e.g. readOnlyRoot): a member made before any of it
-    changed belongs to no pool any more, and is replaced."""
-    return hashlib.sha256(json.dumps(asdict(options), sort_keys=True).encode()).hexdigest()[:32]
+def template_key(options: services.Options, node: str = LOCAL_NODE_NAME) -> str:
+    """All a member is made of (settings included, e.g. readOnlyRoot), and where: a member made before
+    any of it changed belongs to no pool any more, and is replaced."""
+    template = asdict(options) | ({} if node == LOCAL_NODE_NAME else {"node": node})
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def configured_pools(document: dict[str, Any]) -> dict[str, Pool]:
@@ -79,18 +82,23 @@ def configured_pools(document: dict[str, Any]) -> dict[str, Pool]:
     defaults = document["sandbox"]
     pools: dict[str, Pool] = {}
     for template in defaults["pools"]:
-        options = services.options_from(defaults, **{k: v for k, v in template.items() if k != "size"})
-        key = template_key(options)
+        fields = {k: v for k, v in template.items() if k not in {"size", "node"}}
+        options, node = services.options_from(defaults, **fields), template.get("node", LOCAL_NODE_NAME)
+        key = template_key(options, node)
         size = template["size"] + (pools[key].size if key in pools else 0)
-        pools[key] = Pool(key, size, options)
+        pools[key] = Pool(key, size, options, node)
     return pools
 
 
-def match(options: services.Options, document: dict[str, Any]) -> str | None:
-    """The key of the pool whose template is exactly these options, if one has a size. Name and labels
-    are no part of a template: a claim applies them."""
-    pool = configured_pools(document).get(template_key(options))
-    return pool.key if pool and pool.size > 0 else None
+def match(options: services.Options, document: dict[str, Any]) -> dict[str, str]:
+    """The keys of the pools whose template is exactly these options and that have a size, by node
+    name. Name and labels are no part of a template: a claim applies them."""
+    pools = configured_pools(document)
+    return {
+        pool.node: pool.key
+        for pool in pools.values()
+        if pool.size > 0 and pool.key == template_key(options, pool.node)
+    }
 
 
 def create_sandbox(
@@ -104,24 +112,28 @@ def create_sandbox(
     """sandbox.create: a warm sandbox claimed from the pool of these options, else a cold one. pool False
     skips the pools."""
     node, labels = options.pop("node", ""), options.pop("nodeLabels", None)
-    resolved = services.resolve_options(actor=actor, **options)
-    limits = resolved.limits
-    node = nodes.choose_node(
-        cpus=limits.cpus,
-        memory_mb=limits.memory_mb,
-        network=resolved.network,
-        runtime=resolved.runtime,
-        node=node,
-        labels=labels,
-    )
-    # The warm pools are the local engine's.
-    key = match(resolved, config.get_settings()) if pool and node == LOCAL_NODE else None
-    sandbox = None if key is None else claim(key, resolved.image, name=name, actor=actor, budget=budget)
-    if key is not None:
+    limits = (resolved := services.resolve_options(actor=actor, **options)).limits
+    demand: dict[str, Any] = {
+        "cpus": limits.cpus,
+        "memory_mb": limits.memory_mb,
+        "network": resolved.network,
+        "runtime": resolved.runtime,
+        "node": node,
+        "labels": labels,
+    }
+    # A node with a warm pool of these options comes first, if one can take the sandbox (as placement
+    # would, among those nodes only): a claim saves a create.
+    keys = match(resolved, config.get_settings()) if pool else {}
+    warm = nodes.choose_among(set(keys), **demand) if keys else None
+    if warm is not None:
+        node_id, node_name = warm
+        sandbox = claim(keys[node_name], resolved.image, node_id, name=name, actor=actor, budget=budget)
         _kick_refill()  # claimed or found empty: either way it is short of members now
-    if sandbox is not None:
-        return Created(sandbox, from_pool=True)
-    made = services.make_sandbox(resolved, name=name, actor=actor, budget=budget, node=node)
+        if sandbox is not None:
+            return Created(sandbox, from_pool=True)
+    made = services.make_sandbox(
+        resolved, name=name, actor=actor, budget=budget, node=nodes.choose_node(**demand)
+    )
     return Created(made, from_pool=False)
 
 
@@ -133,11 +145,17 @@ def _kick_refill() -> None:
 
 
 def claim(
-    key: str, image: str, *, name: str | None, actor: Actor, budget: dict[str, Any] | None = None
+    key: str,
+    image: str,
+    node: str = LOCAL_NODE,
+    *,
+    name: str | None,
+    actor: Actor,
+    budget: dict[str, Any] | None = None,
 ) -> Sandbox | None:
-    """A running member of pool key made from the image as the engine has it now, from then on an
+    """A running member of pool key made from the image as node's engine has it now, from then on an
     ordinary sandbox named name (created now); None when there is none."""
-    driver = get_driver()
+    driver = nodes.node_driver(node)
     waiting = Sandbox.objects.filter(pool=key, state=SandboxState.RUNNING).order_by("created_at")
     if current := _image_id(driver, image):  # a rebuild's refill may not have replaced them yet
         waiting = waiting.filter(pool_image_id=current)
@@ -241,12 +259,22 @@ def _refill_step(failed: set[str]) -> int | None:
     if leaving:
         return sum(services.remove_member(member) for member in leaving)
     room = document["sandbox"]["poolCap"] - sum(counts.values())
+    ready = {node.name: node.id for node in nodes.list_nodes() if node.reachable and not node.draining}
     for pool in pools.values():
         image_id = image_ids[pool.options.image]
         if pool.key in failed or room <= 0 or counts.get(pool.key, 0) >= pool.size or image_id is None:
             continue
+        if pool.node not in ready:  # unknown, away or draining: its pool waits
+            continue
         try:
-            services.make_sandbox(pool.options, name=None, actor=None, pool=pool.key, pool_image_id=image_id)
+            services.make_sandbox(
+                pool.options,
+                name=None,
+                actor=None,
+                pool=pool.key,
+                pool_image_id=image_id,  # a node is given the local engine's image, id and all
+                node=ready[pool.node],
+            )
         except Exception:
             logger.exception("could not make a member of pool %s: trying again at the next beat", pool.key)
             failed.add(pool.key)

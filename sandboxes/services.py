@@ -228,15 +228,12 @@ def make_sandbox(
 
 
 def _create(driver: Any, spec: SandboxSpec, node: str) -> Any:
-    """The engine's create; a node without the image gets the local engine's copy, once. The failed
-    create removed what it made (the sandbox's network too): the retry prepares the network again."""
-    try:
-        return driver.create(networking.prepare(spec))
-    except ImageNotFound:
+    """The engine's create; a remote node gets the local engine's copy of the image first, if it lacks
+    it or has an older one (a local inspect per create; the node's, and the copy, once per image)."""
+    if node != LOCAL_NODE:
         from sandboxes.nodes import ship_image
 
-        if node == LOCAL_NODE or not ship_image(node, spec.image):
-            raise
+        ship_image(node, spec.image)
     return driver.create(networking.prepare(spec))
 
 

@@ -100,6 +100,26 @@ def test_one_failed_check_is_no_outage_a_node_silent_for_a_while_is_unreachable(
     assert nodes.check_node(node) == 0  # said once
 
 
+@pytest.mark.django_db
+def test_a_stopped_sandbox_holds_no_cpu_or_memory_of_its_node_only_its_place():
+    from sandboxes import nodes
+    from sandboxes.models import Node, Sandbox
+
+    node = Node.objects.create(name="busy", url="tcp://127.0.0.1:9")
+    for state, cpus in (("running", 1), ("stopped", 2), ("creating", 0.5), ("missing", 4)):
+        Sandbox.objects.create(
+            name=state,
+            image="i",
+            network="none",
+            cpus=cpus,
+            memory_mb=100,
+            pids=16,
+            state=state,
+            node=node.id,
+        )
+    assert nodes.used_by_node(node.id)[node.id] == Room(1.5, 200, 3)
+
+
 # -- live nodes ---------------------------------------------------------------------------------------
 
 
@@ -390,6 +410,36 @@ def test_the_toolbox_goes_to_every_node_and_to_one_taken_in_later(cluster, engin
     cocoond.call("settings.reset", {"keys": ["toolbox"]})
 
 
+def test_a_warm_pool_on_a_remote_node_is_kept_there_and_claimed_first(cluster, engines, sandbox_image):
+    cocoond, (_first, second) = cluster, engines
+    limits = {"cpus": 0.25, "memoryMb": 128, "pids": 128}
+    template = {"network": "none", "image": sandbox_image, "limits": limits}
+    pools = [{"size": 2, "node": "nb", **template}]
+    cocoond.call("settings.update", {"sandbox": {"pools": pools, "poolCap": 4}})
+
+    def pool() -> dict:
+        return cocoond.call("system.info")["pool"]
+
+    made = []
+    try:
+        wait_until(lambda: pool()["ready"] == 2, timeout=90, interval=1)
+        ours = {"label": [f"io.cocoon.instance={cocoond.instance}", "io.cocoon.sandbox"]}
+        assert len(second.client().containers.list(filters=ours)) == 2  # the members, on nb's engine
+
+        nb = nodes_by_name(cocoond)["nb"]["id"]
+        made.append(warm := cocoond.call("sandbox.create", template))  # no node asked: the warm one's
+        assert (warm["fromPool"], warm["node"]) == (True, nb)
+        made.append(cold := cocoond.call("sandbox.create", template | {"node": "na"}))  # cold, there
+        assert cold["fromPool"] is False
+        assert cold["node"] != nb
+    finally:
+        cocoond.call("settings.update", {"sandbox": {"pools": []}})
+        for sandbox in made:
+            cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})
+        wait_until(lambda: pool() == {"ready": 0, "starting": 0}, timeout=60, interval=1)
+        cocoond.call("settings.reset", {"keys": ["sandbox"]})
+
+
 def test_placement_spreads_sandboxes_by_capacity_follows_labels_and_skips_a_drained_node(
     cluster, sandbox_image
 ):
@@ -435,6 +485,8 @@ def test_a_node_cut_off_turns_unreachable_without_touching_the_others_and_comes_
     cut, kept = create(cocoond, sandbox_image, node="na"), create(cocoond, sandbox_image, node="nb")
     forgotten = create(cocoond, sandbox_image, node="na")
     lost = create(cocoond, sandbox_image, node="na")
+    agent = cocoond.call("agent.spawn", {"sandboxId": cut["id"], "profile": "shell"})
+    cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["idle"], "timeoutS": 30})
     cocoond.call("node.drain", {"nodeId": nodes["na"]["id"]})  # an admin's drain outlasts the outage
     link = host_link("na")
     subprocess.run(["ip", "link", "set", link, "down"], check=True)
@@ -474,6 +526,12 @@ def test_a_node_cut_off_turns_unreachable_without_touching_the_others_and_comes_
     )
     assert cocoond.call("node.drain", {"nodeId": nodes["na"]["id"], "undrain": True})["state"] == "ready"
     assert cocoond.call("sandbox.exec", {"sandboxId": cut["id"], "command": ["true"]})["exitCode"] == 0
+    # Its agent lived on through the outage (the engine kept the container running) and answers again.
+    cocoond.call("agent.send_input", {"agentId": agent["id"], "text": "echo after-$((20+22))"})
+    wait_until(
+        lambda: "after-42" in cocoond.call("agent.read", {"agentId": agent["id"]})["screen"], timeout=20
+    )
+    assert cocoond.call("agent.get", {"agentId": agent["id"]})["status"] != "exited"
     client = engines[0].client()
     name = f"{cocoond.instance}-{forgotten['id']}"
     wait_until(lambda: not client.containers.list(all=True, filters={"name": name}), timeout=30)

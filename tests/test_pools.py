@@ -27,7 +27,7 @@ def test_a_request_matches_only_the_pool_of_exactly_its_options():
     defaults = document["sandbox"]
 
     def key(**options):
-        return pools.match(services.options_from(defaults, **options), document)
+        return pools.match(services.options_from(defaults, **options), document).get("local")
 
     warm = key(network="none", limits={"pids": 256})
     assert warm is not None
@@ -43,14 +43,27 @@ def test_a_request_matches_only_the_pool_of_exactly_its_options():
 def test_a_setting_a_create_reads_is_part_of_the_pool_and_alike_templates_add_up():
     document = _document({"size": 1, "network": "none"})
     options = services.options_from(document["sandbox"], network="none")
-    before = pools.match(options, document)
+    before = pools.match(options, document)["local"]
     # Members made with a writable root are no members of the pool once read-only roots are on.
     hardened = config.deep_merge(document, {"sandbox": {"readOnlyRoot": True}})
     hardened_options = services.options_from(hardened["sandbox"], network="none")  # as a create reads it
-    assert pools.match(hardened_options, hardened) not in {None, before}
+    assert pools.match(hardened_options, hardened).get("local") not in {None, before}
     # Templates that come out the same (1 and 1.0 CPUs) are one pool of both sizes, none dropped.
     alike = _document({"size": 1, "limits": {"cpus": 1}}, {"size": 2, "limits": {"cpus": 1.0}})
     assert [pool.size for pool in pools.configured_pools(alike).values()] == [3]
+
+
+def test_a_template_kept_on_several_nodes_is_a_pool_per_node():
+    document = _document({"size": 1, "network": "none"}, {"size": 2, "network": "none", "node": "na"})
+    config.validate_document(document)  # the same options on another node are no duplicate
+    options = services.options_from(document["sandbox"], network="none")
+    keys = pools.match(options, document)
+    assert set(keys) == {"local", "na"}
+    assert keys["local"] != keys["na"]
+    assert {pool.node: pool.size for pool in pools.configured_pools(document).values()} == {
+        "local": 1,
+        "na": 2,
+    }
 
 
 def test_bad_pool_settings_are_refused_with_a_stable_code_and_a_translated_message():

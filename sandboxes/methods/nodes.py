@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from cocoon.config import NODE_NAME_PATTERN
 from cocoon.registry import Call, registry
 from cocoon.schema import BOOLEAN, EMPTY, STRING, TIMESTAMP, array, enum, integer, nullable, obj, string
 from sandboxes import nodes
@@ -69,7 +70,7 @@ def node_get(call: Call) -> dict[str, Any]:
     "egress proxy of its own); the toolbox follows in the background.",
     params=obj(
         {
-            "name": string(pattern="^[a-z0-9][a-z0-9-]{0,62}$"),
+            "name": string(pattern=NODE_NAME_PATTERN),
             "url": string(minLength=1, maxLength=300),
             "tls": obj({"ca": PEM, "cert": PEM, "key": PEM}, required=("ca", "cert", "key")),
             "labels": LABELS,

@@ -22,7 +22,13 @@ CONTEXT = Path(settings.BASE_DIR) / "images" / "egress-proxy"
 MOUNT = "/etc/cocoon-egress"
 ALIAS = "cocoon-proxy"
 SERVICE = "egress-proxy"
-_lock = threading.Lock()
+_locks: dict[str, threading.Lock] = {}  # per node: one node's slow engine holds up no other's proxy
+_locks_lock = threading.Lock()
+
+
+def _lock(node: str) -> threading.Lock:
+    with _locks_lock:
+        return _locks.setdefault(node, threading.Lock())
 
 
 @cache  # the proxy's files do not change while cocoond runs; the 2 s health tick asks for this
@@ -51,7 +57,7 @@ def ensure_image(node: str = LOCAL_NODE) -> str:
 
 def ensure_proxy(node: str = LOCAL_NODE) -> ServiceState:
     """The node's proxy container, started (or replaced by a current one) if needed."""
-    with _lock:
+    with _lock(node):
         driver, tag = node_driver(node), ensure_image(node)
         proxy = driver.find_service(SERVICE)
         if proxy is not None and (tags := driver.service_image_tags(SERVICE)) and tag not in tags:
@@ -96,7 +102,7 @@ def _create(tag: str, node: str) -> ServiceState:
 
 
 def restart_proxy() -> None:
-    with _lock:
+    with _lock(LOCAL_NODE):
         driver = get_driver()
         if driver.find_service(SERVICE) is not None:
             policy.forget_ack()  # the old process's ack must not vouch for the new one

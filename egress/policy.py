@@ -3,7 +3,6 @@ written atomically to DATA_DIR/egress/policy.json with a rising version; the pro
 version it has loaded in ack.json.
 """
 
-import contextlib
 import fcntl
 import json
 import time
@@ -71,7 +70,21 @@ def node_dir(node: str) -> Path:
     policy cocoond sends it, what it said back: egress.remote trades them through the node's engine)."""
     if node == LOCAL_NODE:
         return egress_dir()
-    return ensure_private_dir(ensure_private_dir(egress_dir() / "nodes") / node)
+    # In the node's own folder, which node.remove removes.
+    return ensure_private_dir(ensure_private_dir(settings.DATA_DIR / "nodes" / node) / "egress")
+
+
+def sandbox_nodes(sandbox_ids: set[str], reporter: str) -> dict[str, str]:
+    """The node of each of these sandboxes, as a node's proxy names them in what it reports: a sandbox
+    without a row (deleted since) counts as the local proxy's, which was told of it by this host; a
+    remote node's word is taken only for its own sandboxes that exist."""
+    from sandboxes.models import Sandbox
+
+    found = dict(Sandbox.objects.filter(pk__in=sandbox_ids).values_list("pk", "node"))
+    return {
+        sandbox_id: found.get(sandbox_id, LOCAL_NODE if reporter == LOCAL_NODE else "")
+        for sandbox_id in sandbox_ids
+    }
 
 
 def remote_nodes_in_use() -> set[str]:
@@ -80,9 +93,9 @@ def remote_nodes_in_use() -> set[str]:
     from sandboxes.models import Sandbox
 
     nodes = set(_networked(Sandbox.objects.exclude(node=LOCAL_NODE)).values_list("node", flat=True))
-    with contextlib.suppress(FileNotFoundError):
-        nodes |= {path.parent.name for path in (egress_dir() / "nodes").glob("*/policy.json")}
-    return nodes
+    return nodes | {
+        path.parent.parent.name for path in (settings.DATA_DIR / "nodes").glob("*/egress/policy.json")
+    }
 
 
 def _networked(sandboxes: Any) -> Any:
@@ -117,7 +130,8 @@ def build_all() -> dict[str, dict[str, Any]]:
             "grants": sorted(grants.get(sandbox.id, [])),
         }
         node["granted"].update(entry["grants"])
-        if not enforced:
+        node["ids"].add(sandbox.id)
+        if not enforced and sandbox.node == LOCAL_NODE:
             node["tokens"][sandbox.proxy_token] = entry
         elif ip := (sandbox.ips or {}).get(driver.sandbox_network(sandbox.id)):
             node["sandboxes"][ip] = entry
@@ -125,19 +139,29 @@ def build_all() -> dict[str, dict[str, Any]]:
         "allowlist": allowlist(document),
         "hosts": document["egress"]["hosts"],
         "caBundle": document["egress"]["caBundle"],
-        # Requests the credential proxy answers with a message instead (a budget spent, usage).
-        "refuse": refusals(),
     }
-    every_provider = providers.all_providers(document)
+    refuse, every_provider = refusals(), providers.all_providers(document)
     return {
         node_id: {
             **shared,
             "sandboxes": node["sandboxes"],
             "tokens": node["tokens"],
             "providers": _routes(every_provider, node["granted"], driver.host_alias),
+            # Requests the credential proxy answers with a message instead (a budget spent, usage).
+            "refuse": _refusals_of(refuse, node["ids"]),
         }
         for node_id, node in nodes.items()
     }
+
+
+def _refusals_of(refuse: Refusals, sandbox_ids: set[str]) -> Refusals:
+    """What one node's proxy refuses: of the sandboxes', only its own (agents are named by id alone)."""
+    return Refusals(
+        all=refuse["all"],
+        sandboxes={key: text for key, text in refuse["sandboxes"].items() if key in sandbox_ids},
+        agents=refuse["agents"],
+        unnamed={key: text for key, text in refuse["unnamed"].items() if key in sandbox_ids},
+    )
 
 
 def _node_policy(enforced: bool) -> dict[str, Any]:
@@ -145,7 +169,7 @@ def _node_policy(enforced: bool) -> dict[str, Any]:
     if not enforced:
         # The local proxy (bwrap): every sandbox and the host itself come from loopback.
         sandboxes[LOOPBACK] = {"id": None, "token": "", "allow": [], "grants": [], "shared": True}
-    return {"sandboxes": sandboxes, "tokens": {}, "granted": set()}
+    return {"sandboxes": sandboxes, "tokens": {}, "granted": set(), "ids": set()}
 
 
 def _routes(every_provider: dict[str, Any], granted: set[str], host_alias: str) -> dict[str, Any]:
@@ -162,10 +186,6 @@ def _routes(every_provider: dict[str, Any], granted: set[str], host_alias: str) 
                 "baseUrl": providers.reachable_base_url(provider["baseUrl"], host_alias),
             }
     return routes
-
-
-def build(node: str = LOCAL_NODE) -> dict[str, Any]:
-    return build_all()[node]
 
 
 @contextmanager

@@ -269,7 +269,7 @@ def tls_context() -> ssl.SSLContext:
 
 def auth_headers(provider: dict[str, Any], key: str) -> dict[str, str]:
     """The key in the provider's auth style: what providers.test sends, and what the credential proxy
-    sends in place of a sandbox's placeholder (it gets them in the policy, egress.policy.build)."""
+    sends in place of a sandbox's placeholder (it gets them in the policy, egress.policy.build_all)."""
     auth = provider.get("auth", "bearer")
     if auth == "bearer":
         return {"Authorization": f"Bearer {key}"}

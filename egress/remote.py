@@ -9,6 +9,7 @@ node's own sandboxes (usage.ingest, egress.services.collect_denied)."""
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,11 @@ def take(node: str) -> None:
     header, _, payload = result.stdout.partition(b"\n")
     try:
         found = json.loads(header[:MAX_ACK])
-        sizes = [found[name.split(".")[0]] for name in FILES]
-        if not all(isinstance(size, int) and size >= 0 for size in sizes) or sum(sizes) != len(payload):
+        sizes, inodes = [found[name.split(".")[0]] for name in FILES], found["inodes"]
+        numbers = [*sizes, *inodes]
+        if not all(type(number) is int and number >= 0 for number in numbers) or len(inodes) != len(FILES):
+            raise ValueError("not sizes and inodes")
+        if sum(sizes) != len(payload):
             raise ValueError("sizes do not match")
     except (ValueError, KeyError, TypeError) as error:
         logger.warning("node %s's proxy gave no usable take (%s): %s", node, error, result.stderr[-500:])
@@ -80,7 +84,10 @@ def take(node: str) -> None:
     for name, size in zip(FILES, sizes, strict=True):
         _append(policy.node_dir(node) / name, payload[offset : offset + size])
         offset += size
-    driver.exec_service(SERVICE, [*EXCHANGE, "drop", *map(str, sizes)], timeout=TAKE_TIMEOUT_S)
+    marks = [f"{inode}:{size}" for inode, size in zip(inodes, sizes, strict=True)]
+    dropped = driver.exec_service(SERVICE, [*EXCHANGE, "drop", *marks], timeout=TAKE_TIMEOUT_S)
+    if dropped.exit_code != 0:  # taken again next time: usage records are stored once, by their id
+        logger.warning("node %s's proxy kept what was taken: %s", node, dropped.stderr[-500:])
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -95,17 +102,20 @@ def _append(path: Path, data: bytes) -> None:
         os.close(descriptor)
 
 
-def sync(versions: dict[str, int], wait_for: str | None, wait: bool = True) -> bool:
-    """Send each reachable remote node whose proxy has not loaded its version its policy, at once;
-    whether wait_for's proxy (a node, or None: every node sent one) loaded it. Without wait, the
-    proxies are not waited for (the tick sends it again to one that has not said it loaded it)."""
+def sync(versions: dict[str, int], wait_for: str | None = None) -> bool:
+    """Send each reachable remote node whose proxy has not loaded its version its policy, at once, and
+    wait until wait_for's proxy (a remote node, if given) has loaded it; whether it did. The others are
+    not waited for (one slow node must not hold up another's sandboxes): the tick sends it again to a
+    proxy that has not said it loaded it."""
     due = [
         node
         for node in _reachable(set(versions) - {LOCAL_NODE})
         if (policy.acknowledged(node=node) or 0) < versions[node]
     ]
-    loaded = dict(zip(due, each_node(lambda node: _push_if_running(node, wait), due), strict=True))
-    return all(ok for node, ok in loaded.items() if wait_for in (None, node))
+    loaded = dict(
+        zip(due, each_node(lambda node: _push_if_running(node, node == wait_for), due), strict=True)
+    )
+    return loaded.get(wait_for or "", True)
 
 
 def _reachable(nodes: set[str]) -> list[str]:
@@ -123,11 +133,20 @@ def _push_if_running(node: str, wait: bool) -> bool:
 
 def tick() -> None:
     """For each reachable remote node in use: bring its proxy back if its sandboxes need it, take what
-    it wrote, and send its policy again if it has not loaded it (a proxy restarted starts empty)."""
-    nodes = _reachable(policy.remote_nodes_in_use())
-    running = Sandbox.objects.filter(node__in=nodes, state=SandboxState.RUNNING)
-    needed = set(running.exclude(network=NetworkMode.NONE).values_list("node", flat=True))
-    each_node(lambda node: _tend(node, node in needed), nodes)
+    it wrote, and send its policy again if it has not loaded it (a proxy restarted starts empty). One
+    tick at a time per process: a slow node must not pile ticks up on the worker."""
+    if not _tending.acquire(blocking=False):
+        return
+    try:
+        nodes = _reachable(policy.remote_nodes_in_use())
+        running = Sandbox.objects.filter(node__in=nodes, state=SandboxState.RUNNING)
+        needed = set(running.exclude(network=NetworkMode.NONE).values_list("node", flat=True))
+        each_node(lambda node: _tend(node, node in needed), nodes)
+    finally:
+        _tending.release()
+
+
+_tending = threading.Lock()
 
 
 def _tend(node: str, needed: bool) -> None:

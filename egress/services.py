@@ -34,6 +34,8 @@ ACK_TIMEOUT_S = 10
 # (no host name: the one-click allow refuses it).
 MAX_DENIED_HOSTS = 100
 OTHER_HOSTS = "*"
+SANDBOX_ID_MAX = 40  # the column's
+MAX_COUNT = 10**9  # attempts one entry may claim
 PROXY_URL = "http://cocoon-proxy:3128"
 CREDENTIAL_URL = "http://cocoon-proxy:8080"
 # The credential proxy is reached directly, never through the forward proxy.
@@ -60,10 +62,10 @@ def prepare(spec: SandboxSpec) -> SandboxSpec:
     if spec.network == NetworkMode.NONE:
         return spec
     dns = spec.dns
-    if enforced():
+    node = node_of(spec.sandbox_id)  # the proxy of the sandbox's own node (remote ones are engines)
+    if node != LOCAL_NODE or enforced():
         from egress.container import attach
 
-        node = node_of(spec.sandbox_id)  # the proxy of the sandbox's own node
         network = node_driver(node).create_sandbox_network(spec.sandbox_id, spec.network)
         address = _engine_errors(attach, network, node)
         if spec.network != NetworkMode.EGRESS:
@@ -128,23 +130,24 @@ class PolicyNotLoaded(Unavailable):
 
 
 def sync(wait: bool = True, node: str | None = None) -> None:
-    """Publish the policy, and send the remote nodes theirs; with wait, return only once the running
-    proxies (only node's, when given) have loaded it (one that is not running loads the newest policy
-    when it starts)."""
+    """Publish the policy, and send the remote nodes theirs; with wait, return only once node's proxy
+    (by default the local one) has loaded it (one that is not running loads the newest policy when it
+    starts). The other nodes' proxies are not waited for: the egress tick sends it again to one that
+    has not said it loaded it."""
     from egress import remote
     from egress.container import proxy_running
 
     versions = policy.publish()
-    remote_loaded = remote.sync(versions, node, wait)
+    node = node or LOCAL_NODE
+    loaded = remote.sync(versions, node if wait and node != LOCAL_NODE else None)
     if not wait:
         return
-    if node in (None, LOCAL_NODE):
+    if node == LOCAL_NODE:
         proxied = proxy_running() if enforced() else local_proxy_running()
         if proxied and not policy.wait_for_ack(versions[LOCAL_NODE], ACK_TIMEOUT_S):
             raise PolicyNotLoaded(policy.refused(versions[LOCAL_NODE]))
-    if not remote_loaded:
-        version = versions.get(node or "", 0)
-        raise PolicyNotLoaded(policy.refused(version, node=node) if node else None)
+    elif not loaded:
+        raise PolicyNotLoaded(policy.refused(versions.get(node), node=node))
 
 
 def sync_quietly() -> None:
@@ -185,7 +188,7 @@ def _collect_denied(node: str) -> int:
     except FileNotFoundError:
         return 0
     entries: list[dict[str, Any]] = []
-    for line in taken.read_text().splitlines():
+    for line in taken.read_bytes().decode(errors="replace").splitlines():
         try:
             parsed = json.loads(line)
         except ValueError:
@@ -196,21 +199,22 @@ def _collect_denied(node: str) -> int:
             logger.warning("skipping a malformed denied entry")
     taken.unlink()
     # A node's proxy speaks only for its own sandboxes: an attempt it puts on another's is nobody's.
-    named = {str(entry.get("sandboxId") or "") for entry in entries}
-    foreign = set(Sandbox.objects.filter(pk__in=named).exclude(node=node).values_list("pk", flat=True))
+    named = {str(entry.get("sandboxId") or "")[:SANDBOX_ID_MAX] for entry in entries} - {""}
+    owners = policy.sandbox_nodes(named, node)
     hosts: dict[str, set[str]] = {}
     changed, counted = {}, 0
     with transaction.atomic():
         for entry in entries:
             try:
-                sandbox_id = str(entry.get("sandboxId") or "")
+                sandbox_id = str(entry.get("sandboxId") or "")[:SANDBOX_ID_MAX]
                 at = datetime.fromtimestamp(float(entry.get("at", 0)), tz=UTC)
                 first = datetime.fromtimestamp(float(entry.get("first", entry.get("at", 0))), tz=UTC)
-                count = max(1, int(entry.get("count") or 1))
+                count = min(max(1, int(entry.get("count") or 1)), MAX_COUNT)
+                port = int(entry.get("port") or 0)
                 key: dict[str, Any] = {
-                    "sandbox_id": "" if sandbox_id in foreign else sandbox_id,
+                    "sandbox_id": sandbox_id if owners.get(sandbox_id) == node else "",
                     "host": str(entry.get("host", ""))[:300],
-                    "port": int(entry.get("port") or 0),
+                    "port": port if 0 <= port <= 65535 else 0,
                     "reason": str(entry.get("reason", ""))[:32],
                 }
             except (TypeError, ValueError, OverflowError):
@@ -279,7 +283,8 @@ def watch_proxy() -> None:
 
     if not enforced():
         return
-    needed = Sandbox.objects.filter(state=SandboxState.RUNNING).exclude(network=NetworkMode.NONE).exists()
+    running = Sandbox.objects.filter(node=LOCAL_NODE, state=SandboxState.RUNNING)  # remote: egress.remote
+    needed = running.exclude(network=NetworkMode.NONE).exists()
     if needed and not proxy_running():
         logger.warning("the egress proxy is down: starting it again")
         ensure_proxy()

@@ -14,7 +14,7 @@ import shutil
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -145,15 +145,18 @@ def node_reachable(node_id: str) -> bool:
     return node_id == LOCAL_NODE or Node.objects.filter(pk=node_id, reachable=True).exists()
 
 
-def ship_image(node_id: str, image: str) -> bool:
+def ship_image(node_id: str, image: str, *, recheck: bool = False) -> bool:
     """Give a remote node the local engine's copy of an image, unless it has that very image (by id)
     under the name already: a rebuilt image reaches the nodes with their next create. False when the
     local engine has none by that name (the node's own, if any, is used). One shipping per node and
-    image at a time (per process): creates that find it missing at once wait, then find it there."""
+    image at a time (per process): creates that find it missing at once wait, then find it there.
+    recheck: ask the node even if it was given this image (it may have been removed there since)."""
     local = get_driver().image_info(image)
     if local is None:
         return False
     with _lock:
+        if recheck:
+            _shipped.pop((node_id, image), None)
         if _shipped.get((node_id, image)) == local.id:
             return True
         shipping = _shipping.setdefault((node_id, image), threading.Lock())
@@ -186,11 +189,16 @@ def node_of(sandbox_id: str) -> str:
         node_id = Sandbox.objects.filter(pk=sandbox_id).values_list("node", flat=True).first()
         if node_id is None:
             return LOCAL_NODE
-        with _lock:
-            if len(_nodes_of) >= NODES_OF_MAX:
-                _nodes_of.clear()
-            _nodes_of[sandbox_id] = node_id
+        remember_node(sandbox_id, node_id)
     return node_id
+
+
+def remember_node(sandbox_id: str, node_id: str) -> None:
+    """What node_of() answers for a sandbox, told by its create: no query for it afterwards."""
+    with _lock:
+        if len(_nodes_of) >= NODES_OF_MAX:
+            _nodes_of.clear()
+        _nodes_of[sandbox_id] = node_id
 
 
 # -- the methods' services ------------------------------------------------------------------------
@@ -287,10 +295,11 @@ def add_node(
         raise field_error("tls", _("An engine reached over tcp:// needs tls (ca, cert, key)."), "required")
     if name == LOCAL_NAME or Node.objects.filter(name=name).exists():
         raise Conflict(_("A node named %(name)s exists already."), name=name)
-    node = Node(name=name, url=url, ca=tls.ca if tls else "", cert=tls.cert if tls else "")
+    node = Node(name=name, url=url, ca=tls.ca, cert=tls.cert)
     folder = settings.DATA_DIR / "nodes" / node.id
     try:
-        facts, capacity = probe(url, remote.tls_config(folder, tls.ca, tls.cert, tls.key) if tls else None)
+        facts, capacity = probe(url, remote.tls_config(folder, tls.ca, tls.cert, tls.key))
+        taken = _node_of_engine(facts["engineId"])
     except Exception as error:  # refused, unreachable, a certificate that does not match, not an engine
         shutil.rmtree(folder, ignore_errors=True)
         raise field_error(
@@ -300,7 +309,7 @@ def add_node(
             ),
             "unreachable",
         ) from None
-    if taken := _node_of_engine(facts["engineId"]):
+    if taken:
         shutil.rmtree(folder, ignore_errors=True)
         raise Conflict(_("The engine at %(url)s is node %(name)s already."), url=url, name=taken)
     node.labels, node.overrides, node.facts, node.capacity = labels, overrides, facts, capacity
@@ -308,8 +317,7 @@ def add_node(
     try:
         with transaction.atomic():
             node.save()
-            if tls is not None:
-                vault.set_secret(key_secret(node.id), tls.key, actor=actor)
+            vault.set_secret(key_secret(node.id), tls.key, actor=actor)
             activity.record("node.added", {"name": name}, actor=actor)
             events.publish("node.updated", serialize_node(node))
             from sandboxes.tasks import prepare_node
@@ -535,9 +543,21 @@ def _place(demand: placement.Demand, node: str, among: set[str] | None = None) -
         if not candidates:
             message = interpolate_lazy(_("Node %(id)s does not exist."), {"id": node})
             raise field_error("node", message, "not_found")
-    if among is not None:
-        candidates = [candidate for candidate in candidates if candidate.name in among]
+    if among is not None:  # a claim takes a member that is counted already: it needs no more room
+        candidates = [
+            replace(candidate, used=_less(candidate.used, demand))
+            for candidate in candidates
+            if candidate.name in among
+        ]
     return placement.place(candidates, demand, config.get_settings()["sandbox"]["placement"])
+
+
+def _less(used: placement.Room, demand: placement.Demand) -> placement.Room:
+    return placement.Room(
+        max(used.cpus - demand.cpus, 0.0),
+        max(used.memory_mb - demand.memory_mb, 0),
+        max(used.sandboxes - 1, 0),
+    )
 
 
 def several_nodes() -> bool:

@@ -259,7 +259,9 @@ def _refill_step(failed: set[str]) -> int | None:
     if leaving:
         return sum(services.remove_member(member) for member in leaving)
     room = document["sandbox"]["poolCap"] - sum(counts.values())
-    ready = {node.name: node.id for node in nodes.list_nodes() if node.reachable and not node.draining}
+    ready = {LOCAL_NODE_NAME: LOCAL_NODE}  # as a single host creates: no node query
+    if any(pool.node != LOCAL_NODE_NAME for pool in pools.values()):
+        ready = {node.name: node.id for node in nodes.list_nodes() if node.reachable and not node.draining}
     for pool in pools.values():
         image_id = image_ids[pool.options.image]
         if pool.key in failed or room <= 0 or counts.get(pool.key, 0) >= pool.size or image_id is None:

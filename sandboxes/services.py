@@ -37,7 +37,7 @@ from sandboxes.drivers.base import (
     SandboxSpec,
 )
 from sandboxes.models import LOCAL_NODE, POOL_REMOVING, Sandbox, new_sandbox_id
-from sandboxes.nodes import node_driver, node_reachable, several_nodes
+from sandboxes.nodes import node_driver, node_reachable, remember_node, several_nodes
 from sandboxes.schemas import serialize_exec_result, serialize_sandbox
 
 logger = logging.getLogger(__name__)
@@ -187,6 +187,7 @@ def make_sandbox(
             )
     except IntegrityError:
         raise Conflict(_("A sandbox named %(name)s exists already."), name=name) from None
+    remember_node(sandbox.id, node)
 
     spec = SandboxSpec(
         sandbox.id,
@@ -229,11 +230,19 @@ def make_sandbox(
 
 def _create(driver: Any, spec: SandboxSpec, node: str) -> Any:
     """The engine's create; a remote node gets the local engine's copy of the image first, if it lacks
-    it or has an older one (a local inspect per create; the node's, and the copy, once per image)."""
-    if node != LOCAL_NODE:
-        from sandboxes.nodes import ship_image
+    it or has an older one (a local inspect per create; the node's, and the copy, once per image). The
+    failed create of an image removed from the node since removed what it made: the retry prepares the
+    network again."""
+    if node == LOCAL_NODE:
+        return driver.create(networking.prepare(spec))
+    from sandboxes.nodes import ship_image
 
-        ship_image(node, spec.image)
+    ship_image(node, spec.image)
+    try:
+        return driver.create(networking.prepare(spec))
+    except ImageNotFound:
+        if not ship_image(node, spec.image, recheck=True):
+            raise
     return driver.create(networking.prepare(spec))
 
 

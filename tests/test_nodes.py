@@ -342,6 +342,14 @@ def test_egress_and_the_credential_proxy_work_on_a_remote_node_through_its_own_p
     [request] = [request for request in upstream.requests() if request["path"] == "/api/v1/messages"]
     assert dict(request["headers"])["x-api-key"] == STANDIN_KEY  # swapped in on the node
 
+    # Each proxy's policy names its own node's sandboxes and the providers granted there, nothing more.
+    na = nodes_by_name(cocoond)["na"]["id"]
+    there = json.loads((cocoond.data / "nodes" / na / "egress" / "policy.json").read_text())
+    here = json.loads((cocoond.data / "egress" / "policy.json").read_text())
+    assert [entry["id"] for entry in there["sandboxes"].values()] == [sandbox["id"]]
+    assert [entry["id"] for entry in here["sandboxes"].values()] == [local["id"]]
+    assert (set(there["providers"]), here["providers"]) == ({"standin"}, {})
+
     def metered() -> list:
         return cocoond.call("usage.records", {"sandboxId": sandbox["id"]})["records"]
 
@@ -427,12 +435,15 @@ def test_a_warm_pool_on_a_remote_node_is_kept_there_and_claimed_first(cluster, e
         assert len(second.client().containers.list(filters=ours)) == 2  # the members, on nb's engine
 
         nb = nodes_by_name(cocoond)["nb"]["id"]
+        # Its members fill nb: a claim needs no more room than they hold.
+        cocoond.call("node.update", {"nodeId": nb, "capacity": {"maxSandboxes": 2}})
         made.append(warm := cocoond.call("sandbox.create", template))  # no node asked: the warm one's
         assert (warm["fromPool"], warm["node"]) == (True, nb)
         made.append(cold := cocoond.call("sandbox.create", template | {"node": "na"}))  # cold, there
         assert cold["fromPool"] is False
-        assert cold["node"] != nb
+        assert cold["node"] == nodes_by_name(cocoond)["na"]["id"]
     finally:
+        cocoond.call("node.update", {"nodeId": nodes_by_name(cocoond)["nb"]["id"], "capacity": {}})
         cocoond.call("settings.update", {"sandbox": {"pools": []}})
         for sandbox in made:
             cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})

@@ -30,8 +30,8 @@ from django.db import transaction
 from agents.models import Agent
 from cocoon import config
 from egress import providers
-from egress.policy import node_dir
-from sandboxes.models import LOCAL_NODE, Sandbox
+from egress.policy import node_dir, sandbox_nodes
+from sandboxes.models import LOCAL_NODE
 from scheduling.models import Task
 from usage import budgets
 from usage.models import UsageRecord
@@ -81,12 +81,11 @@ def collect(directory: Path | None = None, node: str = LOCAL_NODE) -> int:
 
 def ingest(lines: list[bytes], node: str = LOCAL_NODE) -> int:
     records = [record for line in lines if (record := parse(line)) is not None]
-    # A node's proxy speaks only for its own sandboxes.
-    named = {record.sandbox_id for record in records}
-    foreign = set(Sandbox.objects.filter(pk__in=named).exclude(node=node).values_list("pk", flat=True))
-    if foreign:
-        logger.warning("skipping usage records of node %s for sandboxes of other nodes: %s", node, foreign)
-        records = [record for record in records if record.sandbox_id not in foreign]
+    # A node's proxy speaks only for its own sandboxes (the local one also for sandboxes deleted since).
+    owners = sandbox_nodes({record.sandbox_id for record in records}, node)
+    if alien := {sandbox_id for sandbox_id, owner in owners.items() if owner != node}:
+        logger.warning("skipping usage records of node %s for sandboxes not its own: %s", node, alien)
+        records = [record for record in records if record.sandbox_id not in alien]
     _attribute(records)
     document = config.get_settings()
     prices, kinds = (

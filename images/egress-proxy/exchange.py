@@ -1,16 +1,19 @@
 """cocoond's way in and out of a remote node's egress proxy, which shares no folder with it: run by an
 exec in the proxy's container (its user, its scratch folder COCOON_EGRESS_DIR). Standard library only.
 
-push WAIT_S   stdin is a policy: it replaces policy.json; then, for at most WAIT_S, waits until the
-              proxy acknowledged that version (or refused it); prints ack.json.
-take          prints a header line {"ack": ..., "usage": N, "denied": M}, then N bytes of usage records
-              and M bytes of denied attempts (whole lines). A file is moved aside by one take and read by
-              a later one, once no write has touched it for SETTLED_S: the proxy opens it per line, so a
-              line written while it was moved still lands in it.
-drop N M      what cocoond stored of the last take: those bytes of each moved-aside file are removed.
+push WAIT_S   stdin is a policy: it replaces policy.json unless that is newer; then, for at most
+              WAIT_S, waits until the proxy acknowledged that version or a newer one (or refused it);
+              prints ack.json.
+take          prints a header line {"ack": ..., "usage": N, "denied": M, "inodes": [I, J]}, then N
+              bytes of usage records and M bytes of denied attempts (whole lines). A file is moved
+              aside by one take and read by a later one, once no write has touched it for SETTLED_S:
+              the proxy opens it per line, so a line written while it was moved still lands in it.
+drop I:N J:M  what cocoond stored of the last take: those bytes of each moved-aside file are removed
+              (if it is still the file of that inode).
 """
 
 import contextlib
+import fcntl
 import json
 import os
 import sys
@@ -36,13 +39,27 @@ def _version(value: object) -> int:
     return value if isinstance(value, int) else 0
 
 
+def _current_version() -> int:
+    try:
+        with open(os.path.join(DIR, "policy.json"), "rb") as file:
+            document = json.loads(file.read())
+    except (OSError, ValueError):
+        return 0
+    return _version(document.get("version")) if isinstance(document, dict) else 0
+
+
 def push(wait_s: float) -> None:
     content = sys.stdin.buffer.read()
     version = _version(json.loads(content).get("version"))
-    temporary = os.path.join(DIR, ".policy.json.push")
-    with open(temporary, "wb") as file:
-        file.write(content)
-    os.replace(temporary, os.path.join(DIR, "policy.json"))
+    # One push at a time, and never an older policy over a newer one: a push that was overtaken (sent
+    # before a revocation, arriving after it) must not bring back what the newer one took away.
+    with open(os.path.join(DIR, ".push.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if version > _current_version():
+            temporary = os.path.join(DIR, ".policy.json.push")
+            with open(temporary, "wb") as file:
+                file.write(content)
+            os.replace(temporary, os.path.join(DIR, "policy.json"))
     deadline = time.monotonic() + wait_s
     while True:
         ack = read_ack()
@@ -54,33 +71,49 @@ def push(wait_s: float) -> None:
     sys.stdout.write(json.dumps(ack))
 
 
-def _taken(name: str) -> bytes:
+def _taken(name: str) -> tuple[bytes, int]:
+    """What there is to send of one file, and the inode of the file it is from (0: nothing)."""
     path = os.path.join(DIR, name)
     held = path + ".taken"
     try:
-        if time.time() - os.stat(held).st_mtime < SETTLED_S:
-            return b""
+        status = os.stat(held)
     except FileNotFoundError:
         with contextlib.suppress(FileNotFoundError):
             os.replace(path, held)
-        return b""
+        return b"", 0
+    if time.time() - status.st_mtime < SETTLED_S:
+        return b"", 0
     with open(held, "rb") as file:
         data = file.read(LIMIT + 1)
     if len(data) > LIMIT:
         data = data[: data.rfind(b"\n", 0, LIMIT) + 1]
-    return data
+    if not data:  # empty, or a first line longer than any record: nothing cocoond could use
+        os.unlink(held)
+        return b"", 0
+    return data, status.st_ino
 
 
 def take() -> None:
     parts = [_taken(name) for name in FILES]
-    header = {"ack": read_ack(), "usage": len(parts[0]), "denied": len(parts[1])}
-    sys.stdout.buffer.write(json.dumps(header).encode() + b"\n" + b"".join(parts))
+    header = {
+        "ack": read_ack(),
+        "usage": len(parts[0][0]),
+        "denied": len(parts[1][0]),
+        "inodes": [inode for _data, inode in parts],
+    }
+    sys.stdout.buffer.write(json.dumps(header).encode() + b"\n" + b"".join(data for data, _inode in parts))
 
 
-def drop(sizes: list[int]) -> None:
-    for name, size in zip(FILES, sizes, strict=True):
+def drop(marks: list[str]) -> None:
+    """INODE:SIZE per file: that many bytes go from the file taken, if it is still that file (a take
+    that overlapped another must not drop what it did not send)."""
+    for name, mark in zip(FILES, marks, strict=True):
+        inode, size = (int(part) for part in mark.split(":"))
         held = os.path.join(DIR, name + ".taken")
-        if size <= 0 or not os.path.exists(held):
+        try:
+            if size <= 0 or os.stat(held).st_ino != inode:
+                continue
+        except FileNotFoundError:
             continue
         with open(held, "rb") as file:
             file.seek(size)
@@ -101,7 +134,7 @@ def main() -> None:
     elif command == "take":
         take()
     elif command == "drop":
-        drop([int(arg) for arg in args])
+        drop(args)
     else:
         sys.exit(f"unknown command {command}")
 

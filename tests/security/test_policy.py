@@ -11,6 +11,7 @@ from cocoon import config
 from cocoon.actors import SYSTEM_ACTOR
 from egress import policy
 from egress.container import CONTEXT
+from sandboxes.models import LOCAL_NODE
 
 
 def _load_proxy():
@@ -117,4 +118,4 @@ def test_a_publish_never_writes_a_document_staler_than_one_written_before(monkey
     final = policy.current()
     assert "after.invalid" in final["allowlist"]
     assert "before.invalid" not in final["allowlist"]
-    assert {key: value for key, value in final.items() if key != "version"} == policy.build()
+    assert {key: value for key, value in final.items() if key != "version"} == policy.build_all()[LOCAL_NODE]

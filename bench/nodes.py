@@ -1,8 +1,9 @@
 """Several hosts, each figure next to a baseline measured in the same run: two engines of their own in
 network namespaces (tests/nodes.py), reached over mutual TLS, added as nodes to a cocoond of its own.
 
-- sandbox.create (network none) on a remote node vs on the local node: p50/p95 and the ratio (--runs
-  each, interleaved; the remote node already has the image, its first shipping is reported apart);
+- sandbox.create (network none, then egress) on a remote node vs on the local node: p50/p95 and the
+  ratio (--runs each, interleaved; the remote node already has the images, their first shipping is
+  reported apart; an egress create waits until the node's proxy has loaded the new policy);
 - placement of --place sandboxes over the three nodes (spread, capacity in proportion 3:2:1): wall
   time, how they spread, and how far from proportional;
 - cocoond's CPU with --agents idle shell agents on the remote nodes, per 100 agents, against the same
@@ -41,12 +42,12 @@ def timed(function: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def creates(call: Callable, runs: int) -> dict[str, list[float]]:
+def creates(call: Callable, runs: int, network: str) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {"local": [], "na": []}
     made = []
     for _ in range(runs):
         for node in times:
-            params = {"network": "none", "image": IMAGE, "limits": LIMITS, "node": node}
+            params = {"network": network, "image": IMAGE, "limits": LIMITS, "node": node}
             times[node].append(timed(lambda params=params: made.append(call("sandbox.create", **params))))
     in_parallel(lambda sandbox: call("sandbox.delete", sandboxId=sandbox["id"]), made)
     return times
@@ -85,16 +86,24 @@ def main() -> None:
                 lambda params=params, made=made: made.append(call("sandbox.create", **params))
             )
             call("sandbox.delete", sandboxId=made[0]["id"])
-        times = creates(call, args.runs)
-        print(f"sandbox.create, network none, {args.runs} each (interleaved)")
-        for node, values in times.items():
-            p50, p95 = statistics.median(values) * 1000, percentile(values, 0.95) * 1000
-            print(f"  {node:<6} p50 {p50:7.0f} ms  p95 {p95:7.0f} ms")
-        ratio50 = statistics.median(times["na"]) / statistics.median(times["local"])
-        ratio95 = percentile(times["na"], 0.95) / percentile(times["local"], 0.95)
-        print(f"  remote / local: p50 {ratio50:.2f}x, p95 {ratio95:.2f}x")
+        for network in ("none", "egress"):
+            if network == "egress":  # the first egress create ships the proxy's image and starts it
+                made = []
+                params = {"network": network, "image": IMAGE, "limits": LIMITS, "node": "na"}
+                firsts["na, its egress proxy"] = timed(
+                    lambda params=params, made=made: made.append(call("sandbox.create", **params))
+                )
+                call("sandbox.delete", sandboxId=made[0]["id"])
+            times = creates(call, args.runs, network)
+            print(f"sandbox.create, network {network}, {args.runs} each (interleaved)")
+            for node, values in times.items():
+                p50, p95 = statistics.median(values) * 1000, percentile(values, 0.95) * 1000
+                print(f"  {node:<6} p50 {p50:7.0f} ms  p95 {p95:7.0f} ms")
+            ratio50 = statistics.median(times["na"]) / statistics.median(times["local"])
+            ratio95 = percentile(times["na"], 0.95) / percentile(times["local"], 0.95)
+            print(f"  remote / local: p50 {ratio50:.2f}x, p95 {ratio95:.2f}x")
         shipped = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in firsts.items())
-        print(f"  a node's first create, with the image shipped to it (docker save -> load): {shipped}")
+        print(f"  a node's first create, with the images shipped to it (docker save -> load): {shipped}")
 
         # -- placement ---------------------------------------------------------------------------
         room = {"cpus": 10_000, "memoryMb": 10_000_000}

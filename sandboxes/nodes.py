@@ -492,45 +492,26 @@ def _mark_missing(node: Node) -> None:
 # -- placement ------------------------------------------------------------------------------------
 
 
-def choose_node(
-    *,
-    cpus: float,
-    memory_mb: int,
-    network: str,
-    runtime: str,
-    node: str = "",
-    labels: dict[str, str] | None = None,
-) -> str:
+def choose_node(demand: placement.Demand, node: str = "") -> str:
     """The node a new sandbox goes to: the one asked for (if it can take it), else the one placement
     picks among those that match (settings sandbox.placement: spread or pack). With no node but the
     local one, and none asked for, it is the local one: a single host places nothing."""
-    if not node and not labels and not several_nodes():
+    if not node and not demand.labels and not several_nodes():
         return LOCAL_NODE
-    demand = placement.Demand(cpus, memory_mb, network, runtime, labels or {})
     if (picked := _place(demand, node)) is None:
         raise field_error(
-            "node" if node else "nodeLabels" if labels else "network",
+            "node" if node else "nodeLabels" if demand.labels else "network",
             _("No node can take this sandbox now (its state, labels, runtimes, network modes or room)."),
             "no_node",
         )
     return picked.id
 
 
-def choose_among(
-    names: set[str],
-    *,
-    cpus: float,
-    memory_mb: int,
-    network: str,
-    runtime: str,
-    node: str = "",
-    labels: dict[str, str] | None = None,
-) -> tuple[str, str] | None:
+def choose_among(names: set[str], demand: placement.Demand, node: str = "") -> tuple[str, str] | None:
     """choose_node() among these nodes only (by name: those with a warm pool), as (id, name); None when
     none of them fits."""
-    if not node and not labels and not several_nodes():
+    if not node and not demand.labels and not several_nodes():
         return (LOCAL_NODE, LOCAL_NAME) if LOCAL_NAME in names else None
-    demand = placement.Demand(cpus, memory_mb, network, runtime, labels or {})
     picked = _place(demand, node, names)
     return (picked.id, picked.name) if picked else None
 

@@ -15,7 +15,7 @@ from sandboxes.placement import Candidate, Demand, Room, place
 from tests.conftest import Cocoond, remove_instance_objects, wait_until
 from tests.netns import host_link
 from tests.nodes import make_pki, remote_engine
-from tests.test_egress import STANDIN
+from tests.test_egress import STANDIN, curl, in_agent, shell_agent
 from tests.test_toolbox import install
 from tests.upstream import NAMES, STANDIN_KEY
 
@@ -271,13 +271,6 @@ def test_a_sandbox_on_a_remote_node_works_as_on_the_local_one(cluster, engines, 
     assert not client.containers.list(all=True, filters={"name": f"{cocoond.instance}-{sandbox['id']}"})
 
 
-def curl(cocoond, sandbox, url, *args) -> tuple[int, str]:
-    script = f"curl -sS --max-time 10 -o /tmp/body -w '%{{http_code}}' {' '.join(args)} {url}; cat /tmp/body"
-    out = cocoond.call("sandbox.exec", {"sandboxId": sandbox["id"], "command": ["bash", "-c", script]})
-    assert out["stdout"][:3].isdigit(), out
-    return int(out["stdout"][:3]), out["stdout"][3:]
-
-
 def test_egress_and_the_credential_proxy_work_on_a_remote_node_through_its_own_proxy(
     cluster, engines, docker_client, sandbox_image, upstream
 ):
@@ -318,27 +311,9 @@ def test_egress_and_the_credential_proxy_work_on_a_remote_node_through_its_own_p
 
     assert wait_until(denied, timeout=20)[0]["reason"] == "not_allowed"
 
-    agent = cocoond.call(
-        "agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell", "providers": ["standin"]}
-    )
-    cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["idle"], "timeoutS": 30})
-    cocoond.call(
-        "agent.send_input",
-        {
-            "agentId": agent["id"],
-            "text": 'curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -d "{}" "$ANTHROPIC_BASE_URL/v1/messages"'
-            " > /tmp/reply.txt; touch /tmp/reply.done",
-        },
-    )
-    wait_until(
-        lambda: (
-            cocoond.call(
-                "sandbox.exec", {"sandboxId": sandbox["id"], "command": ["test", "-e", "/tmp/reply.done"]}
-            )["exitCode"]
-            == 0
-        ),
-        timeout=20,
-    )
+    agent = shell_agent(cocoond, sandbox, providers=["standin"])
+    command = 'curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -d "{}" "$ANTHROPIC_BASE_URL/v1/messages"'
+    in_agent(cocoond, agent, sandbox, f"{command} > /tmp/reply.txt", "/tmp/reply.txt")
     [request] = [request for request in upstream.requests() if request["path"] == "/api/v1/messages"]
     assert dict(request["headers"])["x-api-key"] == STANDIN_KEY  # swapped in on the node
 

@@ -121,7 +121,7 @@ class Methods:
         return self.call("egress.start_proxy", _params({}))
 
     def egress_status(self) -> Any:
-        """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all."""
+        """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all; nodes: the same of each remote node's own proxy."""
         return self.call("egress.status", _params({}))
 
     def files_delete(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
@@ -229,7 +229,7 @@ class Methods:
         return self.call("node.list", _params({}))
 
     def node_remove(self, *, node_id: str) -> Any:
-        """Forget a node that holds no sandboxes (its client key leaves the vault). The local node stays."""
+        """Forget a node that holds no sandboxes (its client key leaves the vault; what cocoon made on its engine, its egress proxy, networks and toolbox volume, is removed if it answers). The local node stays."""
         return self.call("node.remove", _params({"nodeId": node_id}))
 
     def node_update(self, *, node_id: str, labels: dict | None = None, capacity: dict | None = None) -> Any:
@@ -875,7 +875,7 @@ class AsyncMethods:
         return await self.call("egress.start_proxy", _params({}))
 
     async def egress_status(self) -> Any:
-        """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all."""
+        """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all; nodes: the same of each remote node's own proxy."""
         return await self.call("egress.status", _params({}))
 
     async def files_delete(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
@@ -989,7 +989,7 @@ class AsyncMethods:
         return await self.call("node.list", _params({}))
 
     async def node_remove(self, *, node_id: str) -> Any:
-        """Forget a node that holds no sandboxes (its client key leaves the vault). The local node stays."""
+        """Forget a node that holds no sandboxes (its client key leaves the vault; what cocoon made on its engine, its egress proxy, networks and toolbox volume, is removed if it answers). The local node stays."""
         return await self.call("node.remove", _params({"nodeId": node_id}))
 
     async def node_update(

@@ -8,7 +8,7 @@ from cocoon import config
 from cocoon.errors import InvalidParams, NotFound
 from cocoon.registry import Call, registry
 from cocoon.schema import STRING, array, integer, nullable, obj, string
-from egress import providers, services
+from egress import providers, remote, services
 from egress.container import proxy_status
 from egress.schemas import (
     DENIED,
@@ -28,13 +28,13 @@ PROVIDER_ID = string(pattern=config.PROVIDER_ID_PATTERN)
 @registry.method(
     "egress.status",
     description="The egress proxy: whether it runs, its policy version and the version it has loaded, "
-    "and whether this driver enforces egress at all.",
+    "and whether this driver enforces egress at all; nodes: the same of each remote node's own proxy.",
     params=obj({}),
     result=EGRESS_STATUS,
     admin=True,
 )
 def egress_status(call: Call) -> dict[str, Any]:
-    return serialize_egress_status(proxy_status() if services.enforced() else None)
+    return serialize_egress_status(proxy_status() if services.enforced() else None, remote.statuses())
 
 
 @registry.method(

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +163,37 @@ def _tend(node: str, needed: bool) -> None:
             push(node)
     except Exception:  # one node's engine failing must not stop the others
         logger.exception("could not tend the egress proxy of node %s", node)
+
+
+@dataclass(frozen=True)
+class NodeProxyStatus:
+    """A remote node's egress proxy as egress.status shows it (its ack as last taken, at most a tick old)."""
+
+    node_id: str
+    name: str
+    running: bool
+    policy_version: int | None
+    acknowledged_version: int | None
+    policy_error: str | None
+
+
+def statuses() -> list[NodeProxyStatus]:
+    """The proxies of the remote nodes in use, by node name; one that is not reachable is not running."""
+    in_use = list(Node.objects.filter(pk__in=policy.remote_nodes_in_use()).order_by("name"))
+    return each_node(_status, in_use)
+
+
+def _status(node: Node) -> NodeProxyStatus:
+    try:
+        running = node.reachable and proxy_running(node.id)
+    except DriverError:
+        running = False
+    version = (policy.current(node.id) or {}).get("version")
+    return NodeProxyStatus(
+        node_id=node.id,
+        name=node.name,
+        running=running,
+        policy_version=version,
+        acknowledged_version=policy.acknowledged(node=node.id) if running else None,
+        policy_error=policy.refused(version, node=node.id) if running else None,
+    )

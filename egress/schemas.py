@@ -11,6 +11,7 @@ from cocoon.schema import BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, null
 from egress.container import ProxyStatus
 from egress.models import DeniedAttempt
 from egress.providers import Provider, ProviderCheck
+from egress.remote import NodeProxyStatus
 
 DENIED = obj(
     {
@@ -34,6 +35,19 @@ EGRESS_STATUS = obj(
         "acknowledgedVersion": nullable(INTEGER),
         # Why the proxy refused the current policy (it keeps serving the last one it could use).
         "policyError": nullable(STRING),
+        # The remote nodes' own proxies (those in use), each the same but for its node.
+        "nodes": array(
+            obj(
+                {
+                    "nodeId": STRING,
+                    "name": STRING,
+                    "running": BOOLEAN,
+                    "policyVersion": nullable(INTEGER),
+                    "acknowledgedVersion": nullable(INTEGER),
+                    "policyError": nullable(STRING),
+                }
+            )
+        ),
     }
 )
 PROVIDER = obj(
@@ -72,26 +86,28 @@ def serialize_denied(row: DeniedAttempt) -> dict[str, Any]:
     }
 
 
-def serialize_egress_status(status: ProxyStatus | None) -> dict[str, Any]:
-    """status is None where the driver does not enforce egress (there is no proxy container)."""
-    if status is None:
-        return {
-            "enforced": False,
-            "running": False,
-            "image": "",
-            "address": None,
-            "policyVersion": None,
-            "acknowledgedVersion": None,
-            "policyError": None,
+def serialize_egress_status(status: ProxyStatus | None, nodes: list[NodeProxyStatus]) -> dict[str, Any]:
+    """status is None where the driver does not enforce egress (there is no local proxy container)."""
+    on_nodes = [
+        {
+            "nodeId": node.node_id,
+            "name": node.name,
+            "running": node.running,
+            "policyVersion": node.policy_version,
+            "acknowledgedVersion": node.acknowledged_version,
+            "policyError": node.policy_error,
         }
+        for node in nodes
+    ]
     return {
-        "enforced": True,
-        "running": status.running,
-        "image": status.image,
-        "address": status.address,
-        "policyVersion": status.policy_version,
-        "acknowledgedVersion": status.acknowledged_version,
-        "policyError": status.policy_error,
+        "enforced": status is not None,
+        "running": status is not None and status.running,
+        "image": status.image if status else "",
+        "address": status.address if status else None,
+        "policyVersion": status.policy_version if status else None,
+        "acknowledgedVersion": status.acknowledged_version if status else None,
+        "policyError": status.policy_error if status else None,
+        "nodes": on_nodes,
     }
 
 

@@ -390,11 +390,19 @@ def remove_node(node_id: str, *, actor: Actor) -> None:
         raise Conflict(_("The local node cannot be removed."))
     if Sandbox.objects.filter(node=node.id).exists():
         raise Conflict(_("Node %(name)s still holds sandboxes: delete them first."), name=node.name)
+    driver = node_driver(node.id)
     with transaction.atomic():
         node.delete()
         vault.delete_secret(key_secret(node_id), actor=actor, missing_ok=True)
         activity.record("node.removed", {"name": node.name}, actor=actor)
         events.publish("node.removed", {"id": node_id})
+    # What cocoon made there goes too (its egress proxy, networks, the toolbox volume); a node that does
+    # not answer keeps them, as it would keep anything of a server it no longer hears from.
+    if node.reachable:
+        try:
+            driver.remove_instance_objects()
+        except Exception:
+            logger.warning("could not remove what this instance made on node %s", node.name, exc_info=True)
     with _lock:
         _drivers.pop(node_id, None)
     shutil.rmtree(settings.DATA_DIR / "nodes" / node_id, ignore_errors=True)

@@ -72,6 +72,20 @@ def wait(cocoond, agent, status, llm):
     return response.json()["result"], screen
 
 
+def says_hello_through_the_proxy(cocoond, sandbox, llm, real_key: str) -> None:
+    """Claude Code, given the provider "company", answers through the credential proxy, which alone
+    sends the real key, and reports done through its hooks."""
+    params = {"sandboxId": sandbox["id"], "profile": "claude-code", "prompt": "Say hello."}
+    agent = cocoond.call("agent.spawn", params | {"providers": ["company"]})
+    done, screen = wait(cocoond, agent, "done", llm)
+    assert done["statusSource"] == "hook"
+    assert "Hello from the stand-in." in screen
+    keys = {
+        request["headers"].get("x-api-key") or request["headers"].get("X-Api-Key") for request in llm.requests
+    }
+    assert keys == {real_key}
+
+
 @pytest.mark.e2e
 def test_claude_code_reports_working_then_done_through_its_hooks(toolbox_cocoond, stage):
     llm, sandbox = stage(AnthropicStandIn, "ANTHROPIC_API_KEY")
@@ -203,23 +217,7 @@ def test_claude_code_in_an_egress_sandbox_talks_through_the_credential_proxy(
     cocoond.call("secrets.set", {"name": "COMPANY_KEY", "value": real_key})
     sandbox = cocoond.call("sandbox.create", {"network": "egress", "image": sandbox_image})
     try:
-        agent = cocoond.call(
-            "agent.spawn",
-            {
-                "sandboxId": sandbox["id"],
-                "profile": "claude-code",
-                "prompt": "Say hello.",
-                "providers": ["company"],
-            },
-        )
-        done, screen = wait(cocoond, agent, "done", llm)
-        assert done["statusSource"] == "hook"
-        assert "Hello from the stand-in." in screen
-        keys = {
-            request["headers"].get("x-api-key") or request["headers"].get("X-Api-Key")
-            for request in llm.requests
-        }
-        assert keys == {real_key}
+        says_hello_through_the_proxy(cocoond, sandbox, llm, real_key)
         leak = cocoond.call(
             "sandbox.exec",
             {

@@ -13,8 +13,10 @@ import pytest
 
 from sandboxes.placement import Candidate, Demand, Room, place
 from tests.conftest import Cocoond, remove_instance_objects, wait_until
+from tests.llm_standin import AnthropicStandIn
 from tests.netns import host_link
 from tests.nodes import make_pki, remote_engine
+from tests.test_agents_e2e import says_hello_through_the_proxy
 from tests.test_egress import STANDIN, curl, in_agent, shell_agent
 from tests.test_toolbox import install
 from tests.upstream import NAMES, STANDIN_KEY
@@ -317,6 +319,12 @@ def test_egress_and_the_credential_proxy_work_on_a_remote_node_through_its_own_p
     [request] = [request for request in upstream.requests() if request["path"] == "/api/v1/messages"]
     assert dict(request["headers"])["x-api-key"] == STANDIN_KEY  # swapped in on the node
 
+    def loaded_on_na() -> dict | None:
+        found = {proxy["name"]: proxy for proxy in cocoond.call("egress.status")["nodes"]}.get("na")
+        return found if found and found["acknowledgedVersion"] == found["policyVersion"] else None
+
+    assert wait_until(loaded_on_na, timeout=10)["running"] is True
+
     # Each proxy's policy names its own node's sandboxes and the providers granted there, nothing more.
     na = nodes_by_name(cocoond)["na"]["id"]
     there = json.loads((cocoond.data / "nodes" / na / "egress" / "policy.json").read_text())
@@ -347,6 +355,10 @@ def test_egress_and_the_credential_proxy_work_on_a_remote_node_through_its_own_p
     )
     wait_until(lambda: any(found["id"] == own["id"] for found in metered()), timeout=30)
     assert not cocoond.call("usage.records", {"sandboxId": local["id"]})["records"]
+
+    # Restarted, the node's proxy starts with an empty folder: the next tick sends it its policy again.
+    container.restart(timeout=1)
+    assert wait_until(lambda: curl(cocoond, sandbox, "http://allowed.invalid/again")[0] == 200, timeout=30)
 
     opened = create(cocoond, sandbox_image, node="nb", network="open")
     assert (
@@ -379,7 +391,10 @@ def test_the_toolbox_goes_to_every_node_and_to_one_taken_in_later(cluster, engin
     # nb forgotten, its toolbox gone, and taken in again: it gets the local node's toolbox.
     nb = nodes_by_name(cocoond)["nb"]
     cocoond.call("node.remove", {"nodeId": nb["id"]})
-    second.client().volumes.get(f"{cocoond.instance}-agents").remove()
+    ours = {"label": f"io.cocoon.instance={cocoond.instance}"}
+    client = second.client()
+    # What cocoon made there went with it: the egress proxy (of the open sandbox before), the toolbox.
+    assert (client.containers.list(all=True, filters=ours), client.volumes.list(filters=ours)) == ([], [])
     params = {"name": "nb", "url": second.url, "tls": second.tls(), "labels": nb["labels"]}
     cocoond.call("node.add", params)
     sandbox = create(cocoond, sandbox_image, node="nb")
@@ -426,21 +441,46 @@ def test_a_warm_pool_on_a_remote_node_is_kept_there_and_claimed_first(cluster, e
         cocoond.call("settings.reset", {"keys": ["sandbox"]})
 
 
+@pytest.mark.e2e
+def test_claude_code_on_a_remote_node_talks_through_the_nodes_proxy_and_reports_through_its_hooks(
+    cluster, engines, sandbox_image
+):
+    """The real CLI from the toolbox copied to the node; its model a stand-in this host serves on the
+    node's link. The node's proxy swaps the real key in; the status comes from the CLI's hooks, read
+    through the node's engine."""
+    cocoond, (first, _second) = cluster, engines
+    assert install(cocoond)["failedNodes"] == {}  # the default packages: Claude Code and Codex
+    llm = AnthropicStandIn(first.address.rsplit(".", 1)[0] + ".1")  # this host's end of the node's link
+    real_key = "real-anthropic-key-of-a-node-0123456789"
+    provider = {"kind": "anthropic", "baseUrl": llm.url, "secret": "COMPANY_KEY", "auth": "x-api-key"}
+    cocoond.call("settings.update", {"providers": {"company": provider}})
+    cocoond.call("secrets.set", {"name": "COMPANY_KEY", "value": real_key})
+    limits = {"cpus": 1, "memoryMb": 1024, "pids": 512}
+    sandbox = create(cocoond, sandbox_image, node="na", network="egress", limits=limits)
+    try:
+        says_hello_through_the_proxy(cocoond, sandbox, llm, real_key)
+    finally:
+        cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+        cocoond.post("secrets.delete", {"name": "COMPANY_KEY"})
+        cocoond.call("settings.reset", {"keys": ["providers", "toolbox"]})
+        llm.close()
+
+
 def test_placement_spreads_sandboxes_by_capacity_follows_labels_and_skips_a_drained_node(
     cluster, sandbox_image
 ):
     cocoond = cluster
     nodes = nodes_by_name(cocoond)
     room = {"cpus": 100, "memoryMb": 100_000}
-    for name, count in (("local", 15), ("na", 10), ("nb", 5)):
+    for name, count in (("local", 30), ("na", 20), ("nb", 10)):
         cocoond.call("node.update", {"nodeId": nodes[name]["id"], "capacity": room | {"maxSandboxes": count}})
     try:
         placed = Counter()
         names = {found["id"]: name for name, found in nodes.items()}
-        for _ in range(15):
+        for _ in range(30):
             sandbox = create(cocoond, sandbox_image)
             placed[names[sandbox["node"]]] += 1
-        assert placed == {"local": 8, "na": 5, "nb": 2}
+        assert placed == {"local": 15, "na": 10, "nb": 5}
         assert create(cocoond, sandbox_image, nodeLabels={"zone": "b"})["node"] == nodes["nb"]["id"]
         response = cocoond.post("sandbox.create", {"network": "none", "nodeLabels": {"zone": "z"}})
         assert response.json()["error"]["details"]["fields"][0]["code"] == "no_node"
@@ -453,7 +493,7 @@ def test_placement_spreads_sandboxes_by_capacity_follows_labels_and_skips_a_drai
             nodes["nb"]["id"],
         }
         assert cocoond.call("node.drain", {"nodeId": nodes["na"]["id"], "undrain": True})["state"] == "ready"
-        assert cocoond.call("node.get", {"nodeId": nodes["na"]["id"]})["used"]["sandboxes"] == 5
+        assert cocoond.call("node.get", {"nodeId": nodes["na"]["id"]})["used"]["sandboxes"] == 10
         removing = cocoond.post("node.remove", {"nodeId": nodes["na"]["id"]})
         assert removing.json()["error"]["code"] == "conflict"  # it holds sandboxes
     finally:

@@ -54,3 +54,16 @@ def test_the_toolbox_is_installed_once_and_updated_without_an_image_rebuild(
     assert run(instance, sandbox, "sh", "-c", "command -v claude || echo gone")["stdout"].strip() == "gone"
     assert run(instance, sandbox, "node", "--version")["exitCode"] == 0
     assert docker_client.images.get(sandbox_image).id == image_id
+
+
+@pytest.mark.django_db
+def test_a_sandbox_image_setting_that_is_no_image_name_is_a_conflict_not_a_server_error():
+    """Found by the contract fuzzer: an image setting in capitals made toolbox.status a 502."""
+    from cocoon import config
+    from cocoon.errors import Conflict
+    from sandboxes.toolbox import toolbox_status
+
+    config.update_settings({"sandbox": {"image": "Not/A-Valid:Name"}}, actor=None)
+    with pytest.raises(Conflict) as refused:
+        toolbox_status()
+    assert "Not/A-Valid:Name" in refused.value.render()["message"]

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from cocoon.choices import TokenScope
+from egress import remote
 from sandboxes.models import LOCAL_NODE, Node, Sandbox
 from sandboxes.nodes import local_node
 from tests.test_ui import logged_in
@@ -84,6 +85,20 @@ def test_an_unreachable_node_is_marked_with_its_error_and_a_capacity_not_known_s
     # Whether it was drained before it went away is not in what node.list answers: both are offered.
     assert f'action="{action(remote.id, "drain")}"' in other
     assert f'action="{action(remote.id, "undrain")}"' in other
+
+
+def test_each_nodes_egress_proxy_is_shown_and_one_on_a_node_away_is_down():
+    away = remote_node(reachable=False)
+    idle = remote_node("node-c", url="tcp://10.0.0.13:2376")
+    Sandbox.objects.create(
+        name="out", image="i", network="egress", cpus=1, memory_mb=64, pids=16, state="running", node=away.id
+    )
+    client, _plain = logged_in()
+
+    page = client.get(PAGE).content.decode()
+    assert '<td data-field="proxy">down</td>' in row(page, away.id)  # it has egress sandboxes, no answer
+    assert '<td data-field="proxy">—</td>' in row(page, idle.id)  # no sandbox that needs one
+    assert [(proxy.name, proxy.running) for proxy in remote.statuses()] == [("node-b", False)]
 
 
 def test_drain_and_undrain_change_the_node_and_the_button_offered():

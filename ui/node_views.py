@@ -39,11 +39,32 @@ def _row(node: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _proxies(status: dict[str, Any]) -> dict[str, str]:
+    """Each node's egress proxy in a word, by node id: the local one's and those of the remote nodes in
+    use (a node without one has none to show)."""
+    words = {}
+    for node_id, proxy in [(LOCAL_NODE, status), *((node["nodeId"], node) for node in status["nodes"])]:
+        if node_id == LOCAL_NODE and not status["enforced"]:
+            continue
+        if not proxy["running"]:
+            words[node_id] = str(_("down"))
+        elif proxy["policyError"]:
+            words[node_id] = str(_("policy refused"))
+        elif proxy["acknowledgedVersion"] is not None and proxy["acknowledgedVersion"] >= (
+            proxy["policyVersion"] or 0
+        ):
+            words[node_id] = str(_("running"))
+        else:
+            words[node_id] = str(_("policy not loaded yet"))
+    return words
+
+
 @page(admin=True)
 def nodes(request: HttpRequest) -> HttpResponse:
+    proxies = _proxies(call(request, "egress.status"))
     context = {
         "section": "nodes",
-        "nodes": [_row(node) for node in call(request, "node.list")],
+        "nodes": [_row(node) | {"proxy": proxies.get(node["id"], "")} for node in call(request, "node.list")],
         "room_titles": [title for _used, _capacity, title in ROOM],
     }
     return show(request, "ui/settings/nodes.html", context)

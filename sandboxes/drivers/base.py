@@ -202,6 +202,11 @@ class SandboxDriver(abc.ABC):
         where no daemon holds them (bwrap, Podman)."""
         return None
 
+    def remove_instance_objects(self) -> None:
+        """Remove every object of this cocoon instance from the engine (a node forgotten): containers,
+        networks and volumes, its service containers and the toolbox volume included."""
+        raise self._lacks("objects of its own")
+
     def engine_id(self) -> str:
         """The engine's own id (the same engine reached two ways says the same), or "" if it has none."""
         return ""

@@ -132,7 +132,8 @@ def node_drain(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "node.remove",
-    description="Forget a node that holds no sandboxes (its client key leaves the vault). The local node "
+    description="Forget a node that holds no sandboxes (its client key leaves the vault; what cocoon made on "
+    "its engine, its egress proxy, networks and toolbox volume, is removed if it answers). The local node "
     "stays.",
     params=BY_ID,
     result=EMPTY,

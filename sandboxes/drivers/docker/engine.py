@@ -5,6 +5,7 @@ from functools import cached_property
 from typing import Any
 
 import docker
+from django.conf import settings
 from docker.errors import APIError, NotFound
 from docker.errors import ImageNotFound as DockerImageNotFound
 
@@ -75,6 +76,18 @@ class DockerEngine(SandboxDriver):
 
     def _container_name(self, sandbox_id: str) -> str:
         return object_name(sandbox_id)
+
+    def remove_instance_objects(self) -> None:
+        ours: dict[str, Any] = {"label": f"io.cocoon.instance={settings.COCOON_INSTANCE}"}
+        try:
+            for container in self._client.containers.list(all=True, filters=ours):
+                container.remove(force=True, v=True)
+            for network in self._client.networks.list(filters=ours):
+                network.remove()
+            for volume in self._client.volumes.list(filters=ours):
+                volume.remove(force=True)
+        except Exception as error:
+            raise driver_error(error) from error
 
     def engine_id(self) -> str:
         try:

@@ -98,6 +98,10 @@ class DockerImages(DockerEngine):
             helper = self._toolbox_helper(["true"])  # runs the sandbox image, which may not exist yet
         except DockerImageNotFound as error:
             raise ImageNotFound(str(error.explanation or error)) from error
+        except APIError as error:  # a name no image can have (the settings' image is any string)
+            if "invalid reference format" in str(error.explanation):
+                raise ImageNotFound(str(error.explanation)) from error
+            raise driver_error(error) from error
         try:
             stream, _stat = helper.get_archive(f"{TOOLBOX}/{TOOLBOX_MANIFEST}")
             with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:

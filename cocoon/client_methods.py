@@ -229,7 +229,7 @@ class Methods:
         return self.call("node.list", _params({}))
 
     def node_remove(self, *, node_id: str) -> Any:
-        """Forget a node that holds no sandboxes (its client key leaves the vault; what cocoon made on its engine, its egress proxy, networks and toolbox volume, is removed if it answers). The local node stays."""
+        """Forget a node that holds no sandboxes (drained first; its client key leaves the vault; every object of this instance on its engine, its egress proxy, networks, the toolbox volume and what is left of sandboxes, is removed if its last check answered). The local node stays."""
         return self.call("node.remove", _params({"nodeId": node_id}))
 
     def node_update(self, *, node_id: str, labels: dict | None = None, capacity: dict | None = None) -> Any:
@@ -989,7 +989,7 @@ class AsyncMethods:
         return await self.call("node.list", _params({}))
 
     async def node_remove(self, *, node_id: str) -> Any:
-        """Forget a node that holds no sandboxes (its client key leaves the vault; what cocoon made on its engine, its egress proxy, networks and toolbox volume, is removed if it answers). The local node stays."""
+        """Forget a node that holds no sandboxes (drained first; its client key leaves the vault; every object of this instance on its engine, its egress proxy, networks, the toolbox volume and what is left of sandboxes, is removed if its last check answered). The local node stays."""
         return await self.call("node.remove", _params({"nodeId": node_id}))
 
     async def node_update(

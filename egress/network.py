@@ -4,10 +4,10 @@ from typing import Any
 
 from django.db import transaction
 
-from egress import services
+from egress import policy, services
 from sandboxes.choices import NetworkMode
 from sandboxes.drivers.base import SandboxSpec
-from sandboxes.models import Sandbox
+from sandboxes.models import LOCAL_NODE, Sandbox
 
 
 class EgressNetwork:
@@ -21,7 +21,9 @@ class EgressNetwork:
         else:
             transaction.on_commit(services.sync_quietly)
 
-    def released(self, sandbox_id: str) -> None:
+    def released(self, sandbox_id: str, node: str) -> None:
+        if node != LOCAL_NODE:  # its proxy's last records come after the row is gone
+            policy.remember_gone(sandbox_id, node)
         transaction.on_commit(services.sync_quietly)
 
     def on_start(self, install: bool) -> Any:

@@ -75,27 +75,50 @@ def node_dir(node: str) -> Path:
 
 
 def sandbox_nodes(sandbox_ids: set[str], reporter: str) -> dict[str, str]:
-    """The node of each of these sandboxes, as a node's proxy names them in what it reports: a sandbox
-    without a row (deleted since) counts as the local proxy's, which was told of it by this host; a
-    remote node's word is taken only for its own sandboxes that exist."""
+    """The node of each of these sandboxes, as a node's proxy names them in what it reports: one without
+    a row (deleted since) counts as the local proxy's, which was told of it by this host, and as a
+    remote node's only if that node had it (remember_gone): the proxy's last records come a few ticks
+    after the sandbox's deletion."""
     from sandboxes.models import Sandbox
 
     found = dict(Sandbox.objects.filter(pk__in=sandbox_ids).values_list("pk", "node"))
+    gone = set() if reporter == LOCAL_NODE or set(found) >= sandbox_ids else set(_gone(reporter))
+    unknown = LOCAL_NODE if reporter == LOCAL_NODE else ""
     return {
-        sandbox_id: found.get(sandbox_id, LOCAL_NODE if reporter == LOCAL_NODE else "")
+        sandbox_id: found.get(sandbox_id, reporter if sandbox_id in gone else unknown)
         for sandbox_id in sandbox_ids
     }
+
+
+GONE_KEPT_S = 3600  # how long a deleted sandbox's records from its node are still taken
+
+
+def remember_gone(sandbox_id: str, node: str) -> None:
+    """A sandbox of a remote node was deleted: what its proxy still reports of it counts for an hour."""
+    with _locked():
+        now = time.time()
+        gone = {key: at for key, at in _gone(node).items() if now - at < GONE_KEPT_S}
+        gone[sandbox_id] = now
+        write_private_file(node_dir(node) / "gone.json", json.dumps(gone))
+
+
+def _gone(node: str) -> dict[str, float]:
+    try:
+        gone = json.loads((node_dir(node) / "gone.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return gone if isinstance(gone, dict) else {}
 
 
 def remote_nodes_in_use() -> set[str]:
     """The remote nodes whose proxy has a policy: those with sandboxes on a network, and those that had
     (their policy must still lose the last one)."""
-    from sandboxes.models import Sandbox
+    from sandboxes.models import Node, Sandbox
 
     nodes = set(_networked(Sandbox.objects.exclude(node=LOCAL_NODE)).values_list("node", flat=True))
-    return nodes | {
-        path.parent.parent.name for path in (settings.DATA_DIR / "nodes").glob("*/egress/policy.json")
-    }
+    nodes |= {path.parent.parent.name for path in (settings.DATA_DIR / "nodes").glob("*/egress/policy.json")}
+    # Not a node removed meanwhile, whose folder a publish under way may have made again.
+    return set(Node.objects.filter(pk__in=nodes).values_list("pk", flat=True)) if nodes else set()
 
 
 def _networked(sandboxes: Any) -> Any:

@@ -45,19 +45,25 @@ def push(node: str, wait_s: float = ACK_WAIT_S) -> bool:
     if result.exit_code != 0:
         logger.warning("node %s refused its egress policy: %s", node, result.stderr[-500:])
         return False
-    _store_ack(node, result.stdout)
-    version = json.loads(content).get("version")
-    acked = policy.acknowledged(node=node)
-    return acked is not None and acked >= version
-
-
-def _store_ack(node: str, text: bytes) -> None:
     try:
-        ack = json.loads(text[:MAX_ACK])
+        ack = json.loads(result.stdout[:MAX_ACK])
     except ValueError:
+        return False
+    _store_ack(node, ack)
+    acked = ack.get("version") if isinstance(ack, dict) else None
+    return isinstance(acked, int) and acked >= json.loads(content).get("version", 0)
+
+
+def _store_ack(node: str, ack: Any) -> None:
+    """The proxy's ack into the node's mirror, unless it is older than the one there (a take that ran
+    beside a push may bring the ack from before it). One without a version (a proxy restarted empty)
+    replaces it: the tick sends that proxy its policy again."""
+    if not isinstance(ack, dict):
         return
-    if isinstance(ack, dict):
-        write_private_file(policy.node_dir(node) / "ack.json", json.dumps(ack))
+    version = ack.get("version")
+    if isinstance(version, int) and version < (policy.acknowledged(node=node) or 0):
+        return
+    write_private_file(policy.node_dir(node) / "ack.json", json.dumps(ack))
 
 
 def take(node: str) -> None:
@@ -77,8 +83,7 @@ def take(node: str) -> None:
     except (ValueError, KeyError, TypeError) as error:
         logger.warning("node %s's proxy gave no usable take (%s): %s", node, error, result.stderr[-500:])
         return
-    if isinstance(found.get("ack"), dict):
-        write_private_file(policy.node_dir(node) / "ack.json", json.dumps(found["ack"]))
+    _store_ack(node, found.get("ack"))
     if not sum(sizes):
         return
     offset = 0
@@ -103,20 +108,18 @@ def _append(path: Path, data: bytes) -> None:
         os.close(descriptor)
 
 
-def sync(versions: dict[str, int], wait_for: str | None = None) -> bool:
+def sync(versions: dict[str, int], wait_for: set[str]) -> set[str]:
     """Send each reachable remote node whose proxy has not loaded its version its policy, at once, and
-    wait until wait_for's proxy (a remote node, if given) has loaded it; whether it did. The others are
-    not waited for (one slow node must not hold up another's sandboxes): the tick sends it again to a
-    proxy that has not said it loaded it."""
+    wait until those of wait_for have loaded it; returns those of them that did not. The others are not
+    waited for (one slow node must not hold up another's sandboxes): the tick sends it again to a proxy
+    that has not said it loaded it."""
     due = [
         node
         for node in _reachable(set(versions) - {LOCAL_NODE})
         if (policy.acknowledged(node=node) or 0) < versions[node]
     ]
-    loaded = dict(
-        zip(due, each_node(lambda node: _push_if_running(node, node == wait_for), due), strict=True)
-    )
-    return loaded.get(wait_for or "", True)
+    loaded = each_node(lambda node: _push_if_running(node, node in wait_for), due)
+    return {node for node, ok in zip(due, loaded, strict=True) if node in wait_for and not ok}
 
 
 def _reachable(nodes: set[str]) -> list[str]:
@@ -186,7 +189,9 @@ def statuses() -> list[NodeProxyStatus]:
 def _status(node: Node) -> NodeProxyStatus:
     try:
         running = node.reachable and proxy_running(node.id)
-    except DriverError:
+    except (
+        Exception
+    ):  # an engine that fails to say, or a node removed meanwhile: not running, for all we know
         running = False
     version = (policy.current(node.id) or {}).get("version")
     return NodeProxyStatus(

@@ -104,7 +104,7 @@ def start_proxy() -> None:
 
     _engine_errors(ensure_proxy)
     try:
-        sync(wait=True)
+        sync(wait=True, node=LOCAL_NODE)
     except PolicyNotLoaded as error:
         if error.refused:
             raise
@@ -112,7 +112,7 @@ def start_proxy() -> None:
         from egress.container import restart_proxy
 
         restart_proxy()
-        sync(wait=True)
+        sync(wait=True, node=LOCAL_NODE)
 
 
 class PolicyNotLoaded(Unavailable):
@@ -130,24 +130,25 @@ class PolicyNotLoaded(Unavailable):
 
 
 def sync(wait: bool = True, node: str | None = None) -> None:
-    """Publish the policy, and send the remote nodes theirs; with wait, return only once node's proxy
-    (by default the local one) has loaded it (one that is not running loads the newest policy when it
-    starts). The other nodes' proxies are not waited for: the egress tick sends it again to one that
-    has not said it loaded it."""
+    """Publish the policy, and send the remote nodes theirs; with wait, return only once the running
+    proxies have loaded it: node's alone if given (a create waits for its own node's proxy), else every
+    node's (a revocation, an allowed host, a spent budget). A proxy that is not running loads the newest
+    policy when it starts; one of a node that does not answer gets it when the node is back."""
     from egress import remote
     from egress.container import proxy_running
 
     versions = policy.publish()
-    node = node or LOCAL_NODE
-    loaded = remote.sync(versions, node if wait and node != LOCAL_NODE else None)
+    waited = set() if not wait else ({node} if node else set(versions)) - {LOCAL_NODE}
+    failed = remote.sync(versions, waited)
     if not wait:
         return
-    if node == LOCAL_NODE:
+    if node in (None, LOCAL_NODE):
         proxied = proxy_running() if enforced() else local_proxy_running()
         if proxied and not policy.wait_for_ack(versions[LOCAL_NODE], ACK_TIMEOUT_S):
             raise PolicyNotLoaded(policy.refused(versions[LOCAL_NODE]))
-    elif not loaded:
-        raise PolicyNotLoaded(policy.refused(versions.get(node), node=node))
+    if failed:
+        first = sorted(failed)[0]
+        raise PolicyNotLoaded(policy.refused(versions[first], node=first))
 
 
 def sync_quietly() -> None:

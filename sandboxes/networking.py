@@ -18,8 +18,8 @@ class NetworkHooks(Protocol):
         once its network is in force (nothing in it may go out before)."""
         ...
 
-    def released(self, sandbox_id: str) -> None:
-        """The sandbox is gone (deleted, or a failed create undone)."""
+    def released(self, sandbox_id: str, node: str) -> None:
+        """The sandbox is gone from node (deleted, or a failed create undone)."""
         ...
 
     def on_start(self, install: bool) -> Any:
@@ -46,9 +46,9 @@ def attached(sandbox: Sandbox, *, wait: bool = False) -> None:
         hooks.attached(sandbox, wait=wait)
 
 
-def released(sandbox_id: str) -> None:
+def released(sandbox_id: str, node: str) -> None:
     for hooks in _hooks:
-        hooks.released(sandbox_id)
+        hooks.released(sandbox_id, node)
 
 
 def on_start(install: bool) -> list[Any]:

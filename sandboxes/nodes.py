@@ -388,7 +388,11 @@ def remove_node(node_id: str, *, actor: Actor) -> None:
     node = get_node(node_id)
     if node.id == LOCAL_NODE:
         raise Conflict(_("The local node cannot be removed."))
+    # Drained first, committed: no create chooses it from now on; one that chose it before made its
+    # row right after choosing, so the check below sees it.
+    Node.objects.filter(pk=node.id).update(draining=True)
     if Sandbox.objects.filter(node=node.id).exists():
+        Node.objects.filter(pk=node.id).update(draining=node.draining)
         raise Conflict(_("Node %(name)s still holds sandboxes: delete them first."), name=node.name)
     driver = node_driver(node.id)
     with transaction.atomic():

@@ -252,7 +252,7 @@ def _refill_step(failed: set[str]) -> int | None:
     if leaving:
         return sum(services.remove_member(member) for member in leaving)
     room = document["sandbox"]["poolCap"] - sum(counts.values())
-    ready = {LOCAL_NODE_NAME: LOCAL_NODE}  # as a single host creates: no node query
+    ready = {} if nodes.local_node().draining else {LOCAL_NODE_NAME: LOCAL_NODE}
     if any(pool.node != LOCAL_NODE_NAME for pool in pools.values()):
         ready = {node.name: node.id for node in nodes.list_nodes() if node.reachable and not node.draining}
     for pool in pools.values():

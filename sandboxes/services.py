@@ -259,7 +259,7 @@ def discard(sandbox: Sandbox) -> None:
     except Exception:
         logger.exception("could not remove the engine objects of failed sandbox %s", sandbox.id)
     Sandbox.objects.filter(pk=sandbox.pk).delete()
-    networking.released(sandbox.id)
+    networking.released(sandbox.id, sandbox.node)
 
 
 @lru_cache(maxsize=16)
@@ -381,7 +381,7 @@ def delete_sandbox(sandbox_id: str, *, actor: Actor) -> None:
         sandbox.delete()
         activity.record("sandbox.deleted", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox_id)
         events.publish("sandbox.deleted", {"id": sandbox_id}, sandbox_id=sandbox_id)
-    networking.released(sandbox_id)
+    networking.released(sandbox_id, sandbox.node)
 
 
 def exec_in_sandbox(

@@ -76,3 +76,15 @@ def test_an_empty_or_oversized_file_taken_does_not_block_the_next_ones(exchange,
     (tmp_path / "usage.jsonl").write_bytes(b'{"n": 4}\n')
     take(exchange, capsysbinary)
     assert held.read_bytes() == b'{"n": 4}\n'
+
+
+def test_only_whole_lines_are_sent_and_a_part_of_one_left_alone_goes(exchange, tmp_path, capsysbinary):
+    held = tmp_path / "usage.jsonl.taken"
+    held.write_bytes(b'{"n": 5}\n{"n": 6')  # a proxy killed mid-line
+    os.utime(held, (1, 1))
+    header, payload = take(exchange, capsysbinary)
+    assert payload == b'{"n": 5}\n'
+    exchange.drop([f"{header['inodes'][0]}:{header['usage']}", "0:0"])
+    os.utime(held, (1, 1))
+    assert take(exchange, capsysbinary)[0]["usage"] == 0
+    assert not held.exists()

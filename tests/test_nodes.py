@@ -349,11 +349,16 @@ def test_egress_and_the_credential_proxy_work_on_a_remote_node_through_its_own_p
         "status": 200,
     }
     own = forged | {"id": "e" * 32, "sandboxId": sandbox["id"]}
-    lines = "\n".join(json.dumps(line) for line in (forged, own))
-    container.exec_run(
-        ["sh", "-c", f"printf '%s\\n' '{lines}' >> /etc/cocoon-egress/usage.jsonl"], user="65534"
-    )
+    invented = forged | {"id": "c" * 32, "sandboxId": "sb_neverwasthere"}
+
+    def proxy_writes(*records: dict) -> None:
+        lines = "\n".join(json.dumps(line) for line in records)
+        command = f"printf '%s\\n' '{lines}' >> /etc/cocoon-egress/usage.jsonl"
+        container.exec_run(["sh", "-c", command], user="65534")
+
+    proxy_writes(forged, own, invented)
     wait_until(lambda: any(found["id"] == own["id"] for found in metered()), timeout=30)
+    assert not cocoond.call("usage.records", {"sandboxId": "sb_neverwasthere"})["records"]
     assert not cocoond.call("usage.records", {"sandboxId": local["id"]})["records"]
 
     # Restarted, the node's proxy starts with an empty folder: the next tick sends it its policy again.
@@ -374,6 +379,9 @@ def test_egress_and_the_credential_proxy_work_on_a_remote_node_through_its_own_p
     )
     for made in (sandbox, local, opened):
         cocoond.call("sandbox.delete", {"sandboxId": made["id"]})
+    # The last records of a sandbox deleted meanwhile still count: they come a few ticks after it.
+    proxy_writes(late := forged | {"id": "d" * 32, "sandboxId": sandbox["id"]})
+    wait_until(lambda: any(found["id"] == late["id"] for found in metered()), timeout=30)
     cocoond.call("settings.reset", {"keys": ["egress", "providers"]})
     cocoond.post("secrets.delete", {"name": "STANDIN_SECRET"})
 

@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
+from cocoon.errors import CocoonError
 from sandboxes.models import LOCAL_NODE
 from ui.web import call, done, method_of, page, show
 
@@ -61,7 +62,10 @@ def _proxies(status: dict[str, Any]) -> dict[str, str]:
 
 @page(admin=True)
 def nodes(request: HttpRequest) -> HttpResponse:
-    proxies = _proxies(call(request, "egress.status"))
+    try:
+        proxies = _proxies(call(request, "egress.status"))
+    except CocoonError:  # the local engine does not answer: the nodes are still worth a look
+        proxies = {}
     context = {
         "section": "nodes",
         "nodes": [_row(node) | {"proxy": proxies.get(node["id"], "")} for node in call(request, "node.list")],

@@ -84,10 +84,9 @@ def _taken(name: str) -> tuple[bytes, int]:
     if time.time() - status.st_mtime < SETTLED_S:
         return b"", 0
     with open(held, "rb") as file:
-        data = file.read(LIMIT + 1)
-    if len(data) > LIMIT:
-        data = data[: data.rfind(b"\n", 0, LIMIT) + 1]
-    if not data:  # empty, or a first line longer than any record: nothing cocoond could use
+        data = file.read(LIMIT)
+    data = data[: data.rfind(b"\n") + 1]  # whole lines only (a proxy killed mid-line leaves a part)
+    if not data:  # empty, a part of a line, or one longer than any record: nothing cocoond could use
         os.unlink(held)
         return b"", 0
     return data, status.st_ino

@@ -132,9 +132,9 @@ def node_drain(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "node.remove",
-    description="Forget a node that holds no sandboxes (its client key leaves the vault; what cocoon made on "
-    "its engine, its egress proxy, networks and toolbox volume, is removed if it answers). The local node "
-    "stays.",
+    description="Forget a node that holds no sandboxes (drained first; its client key leaves the vault; "
+    "every object of this instance on its engine, its egress proxy, networks, the toolbox volume and what "
+    "is left of sandboxes, is removed if its last check answered). The local node stays.",
     params=BY_ID,
     result=EMPTY,
     admin=True,

@@ -187,11 +187,10 @@ def statuses() -> list[NodeProxyStatus]:
 
 
 def _status(node: Node) -> NodeProxyStatus:
+    # An engine that fails to say, or a node removed meanwhile: not running, for all we know.
     try:
         running = node.reachable and proxy_running(node.id)
-    except (
-        Exception
-    ):  # an engine that fails to say, or a node removed meanwhile: not running, for all we know
+    except Exception:
         running = False
     version = (policy.current(node.id) or {}).get("version")
     return NodeProxyStatus(

@@ -74,7 +74,9 @@ def collect(directory: Path | None = None, node: str = LOCAL_NODE) -> int:
             taken.unlink()
         with contextlib.suppress(FileNotFoundError):
             os.replace(current, taken)
-    if stored is None:  # nothing read: today's cap is judged all the same (a new day, a raised cap)
+    if stored is None and node == LOCAL_NODE:
+        # Nothing read: today's cap is judged all the same (a new day, a raised cap), once a tick, by
+        # the local collect, which every tick makes (not again for each remote node's).
         budgets.evaluate(set(), set())
     return stored or 0
 

@@ -21,7 +21,6 @@ from agents.schemas import (
     serialize_profile,
     serialize_screen,
 )
-from cocoon.config import PROVIDER_ID_PATTERN
 from cocoon.errors import Timeout
 from cocoon.registry import Call, registry
 from cocoon.schema import (
@@ -35,6 +34,7 @@ from cocoon.schema import (
     obj,
     string,
 )
+from cocoon.settings_schema import PROVIDER_ID_PATTERN
 from sandboxes.schemas import SANDBOX_ID
 
 

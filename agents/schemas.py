@@ -1,6 +1,6 @@
 """The wire shapes of agents and profiles: their JSON Schemas and the dicts that match them, side by side."""
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.utils import translation
 
@@ -8,7 +8,7 @@ from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, Stat
 from agents.models import Agent, AgentProfile
 from agents.profiles import FIELDS
 from agents.tmux import KEYS
-from cocoon.config import SECRET_NAME_PATTERN
+from agents.types import Explanation, Screen
 from cocoon.schema import (
     BOOLEAN,
     BUDGET,
@@ -23,9 +23,7 @@ from cocoon.schema import (
     string,
     timestamp,
 )
-
-if TYPE_CHECKING:  # services publish agents in this shape: this module cannot import them at run time
-    from agents.services import Explanation, Screen
+from cocoon.settings_schema import SECRET_NAME_PATTERN
 
 NUMBER = {"type": "number"}
 AGENT_ID = string(pattern="^ag_[a-z0-9]+$", maxLength=40)
@@ -118,7 +116,7 @@ def serialize_agent(agent: Agent) -> dict[str, Any]:
     }
 
 
-def serialize_screen(screen: "Screen") -> dict[str, Any]:
+def serialize_screen(screen: Screen) -> dict[str, Any]:
     """A live screen has no capturedAt; scrollback is there only when it was asked for."""
     result: dict[str, Any] = {"screen": screen.screen, "lastKnown": screen.last_known}
     if screen.last_known:
@@ -128,7 +126,7 @@ def serialize_screen(screen: "Screen") -> dict[str, Any]:
     return result
 
 
-def serialize_explanation(explanation: "Explanation", language: str) -> dict[str, Any]:
+def serialize_explanation(explanation: Explanation, language: str) -> dict[str, Any]:
     hook = explanation.hook
     with translation.override(language):
         summary = str(explanation.summary)

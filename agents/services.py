@@ -7,8 +7,6 @@ writes /opt/cocoon/status/<id>) and, where they say nothing, from the screen and
 
 import logging
 import time
-from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -24,6 +22,7 @@ from agents.choices import AgentStatus, ExitReason, PromptMode, StatusRule, Stat
 from agents.models import Agent, AgentProfile, new_agent_id
 from agents.profiles import get_profile, resume_command
 from agents.schemas import serialize_agent
+from agents.types import Explanation, HookSeen, Screen
 from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import TokenScope, Visibility
@@ -87,36 +86,6 @@ events.register_types("agent.updated", visibility=Visibility.AGENT)
 def get_agent(agent_id: str) -> Agent:
     agents = Agent.objects.select_related("sandbox")
     return get_or_not_found(agents, agent_id, _("Agent %(id)s does not exist."), id=agent_id)
-
-
-@dataclass(frozen=True)
-class Screen:
-    """An agent's screen: live, or the last one cocoon kept of an agent that is gone (last_known)."""
-
-    screen: str
-    last_known: bool
-    scrollback: str | None = None  # None when none was asked for
-    captured_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class HookSeen:
-    """The last report of the agent's own hook: its status, how old it is, whether it still counts."""
-
-    status: str
-    age_s: float
-    counts: bool
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """Why an agent has its status: the agent (its rule and what the last poll saw) and the ages."""
-
-    agent: Agent
-    summary: Any  # lazy translation
-    hook: HookSeen | None
-    screen_quiet_s: float
-    start_up_grace_s: float
 
 
 def spawn_agent(

@@ -1,6 +1,6 @@
 """What runs inside a sandbox for its agents: their tmux sessions (`tmux -L cocoon`), the start wrapper,
 the poll script and the watcher's control-mode stream. Everything these print is the sandbox's, so
-hostile: the host parses it strictly (agents.poller, agents.watch)."""
+hostile: the host parses it strictly (agents.poller, agents.stream)."""
 
 import base64
 import binascii
@@ -72,7 +72,7 @@ for pair in "$@"; do
 done
 """
 POLL_FIELDS = 8
-# The same poll asked on the watcher's stream (agents.watch): run by the sandbox's tmux server
+# The same poll asked on the watcher's stream (agents.stream): run by the sandbox's tmux server
 # (run-shell: one fork in the sandbox instead of an engine exec, ~64 ms of the engine's CPU each), its
 # report base64 between two marker lines in a buffer that show-buffer prints as the command's answer
 # (what run-shell prints itself goes to a pane's view mode, not to a control client). The script goes
@@ -97,7 +97,7 @@ def stream_poll(nonce: str, pairs: list[str]) -> bytes:
     return f"run-shell '{job}' ; show-buffer -b {buffer} ; delete-buffer -b {buffer}".encode()
 
 
-# The watcher's stream (agents.watch): tmux's control mode, attached to a session of its own whose one
+# The watcher's stream (agents.stream): tmux's control mode, attached to a session of its own whose one
 # pane reads the events FIFO (cocoon-status and the wrapper write an agent id to it, never blocking: no
 # reader, a full pipe or no FIFO just drop the line), with every agent's window linked in, so that the
 # output of any agent and every hook report arrive as %output the moment they happen. (A file followed

@@ -6,4 +6,10 @@ class AttentionConfig(AppConfig):
     name = "attention"
 
     def ready(self) -> None:
-        from attention import feed  # noqa: F401 - its observers hear agents, tasks and schedules
+        from attention import (
+            feed,  # noqa: F401 - its observers hear agents, tasks and schedules
+            notify,
+            tasks,
+        )
+
+        notify.register_deliver(tasks.deliver)

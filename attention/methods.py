@@ -5,9 +5,9 @@ from typing import Any
 from attention import feed, notify
 from attention.choices import DeliveryState
 from attention.schemas import DELIVERY, ITEM, ITEM_ID, serialize_delivery, serialize_item
-from cocoon.config import CHANNEL_NAME_PATTERN
 from cocoon.registry import Call, registry
 from cocoon.schema import BOOLEAN, STRING, array, enum, integer, obj, string
+from cocoon.settings_schema import CHANNEL_NAME_PATTERN
 
 ITEM_BY_ID = obj({"itemId": ITEM_ID}, required=("itemId",))
 CHANNEL_NAME = string(pattern=CHANNEL_NAME_PATTERN)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from datetime import time as clock
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import apprise
 import httpx
@@ -33,7 +33,7 @@ from attention import links
 from attention.choices import DeliveryState, ItemState
 from attention.models import Delivery, Item
 from attention.schemas import render_title, serialize_item
-from cocoon import config, vault
+from cocoon import channel_secrets, config, vault
 from cocoon.choices import ChannelType
 from cocoon.errors import NotFound
 from cocoon.schema import zone
@@ -53,6 +53,21 @@ FAILING = "waits for the retry of the channel's last failed delivery"
 
 class SendError(Exception):
     """The channel did not take the message: why, in a line."""
+
+
+class DeliverTask(Protocol):
+    """The Celery task attention.tasks.deliver, as enqueue hands it a delivery."""
+
+    def apply_async(self, args: tuple[str], countdown: float) -> object: ...
+
+
+# Registered by AttentionConfig.ready(): the tasks module calls this one, so this one does not import it.
+_deliver: DeliverTask | None = None
+
+
+def register_deliver(task: DeliverTask) -> None:
+    global _deliver
+    _deliver = task
 
 
 def channels() -> dict[str, dict[str, Any]]:
@@ -120,10 +135,9 @@ def cancel(item: Item, why: str) -> None:
 
 
 def enqueue(delivery: Delivery) -> None:
-    from attention.tasks import deliver
-
+    assert _deliver is not None, "AttentionConfig.ready() registers the task"
     countdown = max(0.0, (delivery.due_at - timezone.now()).total_seconds())
-    deliver.apply_async((delivery.id,), countdown=countdown)
+    _deliver.apply_async((delivery.id,), countdown=countdown)
 
 
 def _claim(delivery_id: str) -> Delivery | None:
@@ -249,7 +263,7 @@ def signature(secret: str, body: bytes, at: int) -> str:
 
 
 def send(name: str, channel: dict[str, Any], message: Message) -> None:
-    url = vault.read_secret(config.channel_secret_name(name, "url"))
+    url = vault.read_secret(channel_secrets.channel_secret_name(name, "url"))
     if not url:
         raise SendError("the channel's URL is not in the vault")
     if channel["type"] == ChannelType.WEBHOOK:
@@ -259,7 +273,7 @@ def send(name: str, channel: dict[str, Any], message: Message) -> None:
 
 
 def _send_webhook(name: str, url: str, message: Message) -> None:
-    secret = vault.read_secret(config.channel_secret_name(name, "secret"))
+    secret = vault.read_secret(channel_secrets.channel_secret_name(name, "secret"))
     if not secret:
         raise SendError("the webhook's secret is not in the vault")
     body = json.dumps(message.payload, separators=(",", ":")).encode()

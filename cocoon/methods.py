@@ -6,7 +6,6 @@ from django.db import transaction
 
 from cocoon import activity, config, setup, system, tokens, vault
 from cocoon.choices import TokenScope
-from cocoon.config import SECRET_NAME_PATTERN
 from cocoon.registry import Call, registry
 from cocoon.schema import (
     ANY_OBJECT,
@@ -33,6 +32,7 @@ from cocoon.schemas import (
     serialize_setup_status,
     serialize_token,
 )
+from cocoon.settings_schema import PATCH_SCHEMA, SECRET_NAME_PATTERN, SETTINGS_SCHEMA
 from cocoon.tasks import prune_activity
 
 NAME = string(minLength=1, maxLength=100)
@@ -107,7 +107,7 @@ def system_setup_status(call: Call) -> dict[str, Any]:
 @registry.method(
     "settings.get",
     description="The whole settings document.",
-    result=config.SETTINGS_SCHEMA,
+    result=SETTINGS_SCHEMA,
     admin=True,
 )
 def settings_get(call: Call) -> dict[str, Any]:
@@ -117,8 +117,8 @@ def settings_get(call: Call) -> dict[str, Any]:
 @registry.method(
     "settings.update",
     description="Deep-merge a partial settings document; returns the whole validated document.",
-    params=config.PATCH_SCHEMA,
-    result=config.SETTINGS_SCHEMA,
+    params=PATCH_SCHEMA,
+    result=SETTINGS_SCHEMA,
     admin=True,
 )
 def settings_update(call: Call) -> dict[str, Any]:
@@ -129,7 +129,7 @@ def settings_update(call: Call) -> dict[str, Any]:
     "settings.reset",
     description="Reset the given dotted setting paths (or everything) to their defaults.",
     params=obj({"keys": array(string(minLength=1, maxLength=200), maxItems=100)}),
-    result=config.SETTINGS_SCHEMA,
+    result=SETTINGS_SCHEMA,
     admin=True,
 )
 def settings_reset(call: Call) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 JSON Schemas and the dicts that match them, side by side. (cocoon/schema.py holds the helpers these
 schemas are built with.) Services import this module to publish events, so it imports no service."""
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.utils import translation
 
@@ -20,9 +20,7 @@ from cocoon.schema import (
     obj,
     timestamp,
 )
-
-if TYPE_CHECKING:
-    from cocoon.setup import CheckResult
+from cocoon.types import CheckResult
 
 TOKEN = obj(
     {
@@ -104,7 +102,7 @@ def serialize_activity_entry(entry: ActivityEntry) -> dict[str, Any]:
     }
 
 
-def serialize_setup_status(results: "list[CheckResult]", language: str) -> dict[str, Any]:
+def serialize_setup_status(results: list[CheckResult], language: str) -> dict[str, Any]:
     with translation.override(language):
         items = [
             {

@@ -7,7 +7,6 @@ import fcntl
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,24 +14,21 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, config
+from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR
+from cocoon.channel_secrets import save_channel_secrets, take_channel_secrets
 from cocoon.choices import TokenScope
+from cocoon.config import deep_merge, load_config_file
 from cocoon.datadir import write_private_file
 from cocoon.models import ApiToken, SettingsDocument
+from cocoon.settings_checks import validate_document, validate_patch
+from cocoon.settings_defaults import DEFAULTS
 from cocoon.tokens import create_token
+from cocoon.types import CheckResult, SetupCheck
 
 logger = logging.getLogger(__name__)
 # pg_advisory_lock key of start-up (migrate + first run): any fixed number no other lock uses.
 STARTUP_LOCK_KEY = 0x636F636F6F6E  # "cocoon"
-
-
-@dataclass(frozen=True)
-class SetupCheck:
-    key: str
-    title: Any  # lazy translation
-    check: Callable[[], tuple[bool, Any]]  # -> (ok, detail as lazy translation or "")
-    fix: str | None = None  # the method that repairs it (offered by the UI as a button)
 
 
 CHECKS: list[SetupCheck] = []
@@ -51,13 +47,6 @@ def _admin_token() -> tuple[bool, Any]:
     if settings.COCOON_TOKEN or ApiToken.objects.filter(scope=TokenScope.ADMIN).exists():
         return True, _("An admin token exists.")
     return False, _("No admin token: run `python manage.py create_token --scope admin`.")
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    check: SetupCheck
-    ok: bool
-    detail: Any  # lazy translation or ""
 
 
 def run_checks() -> list[CheckResult]:
@@ -96,13 +85,13 @@ def first_run(config_path: Path | None = None) -> bool:
     """
     if not is_first_run():
         return False
-    initial = config.load_config_file(config_path) if config_path else {}
+    initial = load_config_file(config_path) if config_path else {}
     with transaction.atomic():
-        config.validate_patch(initial)
-        secrets = config.take_channel_secrets(initial, {})  # channel URLs go to the vault here too
-        config.save_channel_secrets(secrets, SYSTEM_ACTOR)
-        document = config.deep_merge(config.DEFAULTS, initial)
-        config.validate_document(document)
+        validate_patch(initial)
+        secrets = take_channel_secrets(initial, {})  # channel URLs go to the vault here too
+        save_channel_secrets(secrets, SYSTEM_ACTOR)
+        document = deep_merge(DEFAULTS, initial)
+        validate_document(document)
         SettingsDocument.objects.create(pk=1, overrides=initial)
         _token, plain = create_token("admin", TokenScope.ADMIN, actor=SYSTEM_ACTOR, bootstrap=True)
         activity.record("system.first_run", actor=SYSTEM_ACTOR)

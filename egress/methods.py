@@ -4,7 +4,7 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import config
+from cocoon import settings_schema
 from cocoon.errors import InvalidParams, NotFound
 from cocoon.registry import Call, registry
 from cocoon.schema import STRING, array, integer, nullable, obj, string
@@ -22,7 +22,7 @@ from egress.schemas import (
 )
 from sandboxes.schemas import SANDBOX_ID
 
-PROVIDER_ID = string(pattern=config.PROVIDER_ID_PATTERN)
+PROVIDER_ID = string(pattern=settings_schema.PROVIDER_ID_PATTERN)
 
 
 @registry.method(
@@ -67,7 +67,7 @@ def egress_denied(call: Call) -> list[dict[str, Any]]:
     description="Allow a host (the one-click allow of a denied attempt): for every sandbox, or only for "
     "sandboxId. Takes effect at once, without restarting anything.",
     params=obj(
-        {"host": config.HOST, "sandboxId": SANDBOX_ID},
+        {"host": settings_schema.HOST, "sandboxId": SANDBOX_ID},
         required=("host",),
     ),
     result=obj({"host": STRING, "sandboxId": nullable(STRING), "allowlist": array(STRING)}),
@@ -96,7 +96,7 @@ def providers_list(call: Call) -> list[dict[str, Any]]:
     description="Check a provider from the server: reachability, auth and its model list. Give providerId "
     "for a saved one, or provider (and key) for input not saved yet.",
     params=obj(
-        {"providerId": PROVIDER_ID, "provider": config.PROVIDER, "key": string(maxLength=10_000)},
+        {"providerId": PROVIDER_ID, "provider": settings_schema.PROVIDER, "key": string(maxLength=10_000)},
         anyOf=[{"required": ["providerId"]}, {"required": ["provider"]}],
     ),
     result=PROVIDER_CHECK,

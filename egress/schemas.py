@@ -5,7 +5,7 @@ from typing import Any
 
 from django.utils import translation
 
-from cocoon import config
+from cocoon import settings_schema
 from cocoon.choices import ProviderKind
 from cocoon.schema import BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, nullable, obj
 from egress.container import ProxyStatus
@@ -56,7 +56,7 @@ PROVIDER = obj(
         "kind": enum(*ProviderKind.values),
         "baseUrl": STRING,
         "secret": STRING,
-        "auth": enum(*config.PROVIDER_AUTH),
+        "auth": enum(*settings_schema.PROVIDER_AUTH),
         "builtin": BOOLEAN,
         "secretSet": BOOLEAN,
         "models": array(STRING),

@@ -25,7 +25,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, config, events, vault
+from cocoon import activity, config, events, settings_schema, vault
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import Conflict, field_error, interpolate_lazy
@@ -75,7 +75,7 @@ class Tls:
     key: str
 
 
-LOCAL_NAME = config.LOCAL_NODE_NAME
+LOCAL_NAME = settings_schema.LOCAL_NODE_NAME
 
 
 def local_node() -> Node:

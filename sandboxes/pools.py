@@ -32,8 +32,8 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import config
 from cocoon.actors import Actor
-from cocoon.config import LOCAL_NODE_NAME
 from cocoon.errors import Conflict
+from cocoon.settings_schema import LOCAL_NODE_NAME
 from sandboxes import nodes, placement, services
 from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver

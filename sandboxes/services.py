@@ -17,7 +17,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, config, events
+from cocoon import activity, config, events, settings_checks
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import Conflict, Forbidden, Timeout, field, field_error, fields_error, interpolate_lazy
@@ -88,7 +88,7 @@ def get_sandbox(sandbox_id: str) -> Sandbox:
 
 def _limits(requested: dict[str, Any] | None, defaults: dict[str, Any]) -> Limits:
     limits = defaults["limits"] | (requested or {})
-    config.check_limits(limits, defaults["maxLimits"], "limits")
+    settings_checks.check_limits(limits, defaults["maxLimits"], "limits")
     return Limits(cpus=float(limits["cpus"]), memory_mb=int(limits["memoryMb"]), pids=int(limits["pids"]))
 
 

@@ -488,7 +488,7 @@ def test_a_hook_report_names_the_cli_session_only_in_the_strict_form(hook, repor
 
 
 def test_the_watcher_takes_a_report_with_its_session_and_only_a_strict_one():
-    from agents.watch import REPORT
+    from agents.stream import REPORT
 
     found = REPORT.fullmatch(b"ag_x1 done 17.5 0b0e4e6c-1c4f")
     assert found is not None

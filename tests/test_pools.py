@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from django.utils import translation
 
-from cocoon import config
+from cocoon import config, settings_checks, settings_defaults
 from cocoon.errors import InvalidParams
 from sandboxes import pools, services
 from tests.conftest import Cocoond, remove_instance_objects, wait_until
@@ -19,7 +19,7 @@ from tests.conftest import Cocoond, remove_instance_objects, wait_until
 
 
 def _document(*templates):
-    return config.deep_merge(config.DEFAULTS, {"sandbox": {"pools": list(templates)}})
+    return config.deep_merge(settings_defaults.DEFAULTS, {"sandbox": {"pools": list(templates)}})
 
 
 def test_a_request_matches_only_the_pool_of_exactly_its_options():
@@ -55,7 +55,7 @@ def test_a_setting_a_create_reads_is_part_of_the_pool_and_alike_templates_add_up
 
 def test_a_template_kept_on_several_nodes_is_a_pool_per_node():
     document = _document({"size": 1, "network": "none"}, {"size": 2, "network": "none", "node": "na"})
-    config.validate_document(document)  # the same options on another node are no duplicate
+    settings_checks.validate_document(document)  # the same options on another node are no duplicate
     options = services.options_from(document["sandbox"], network="none")
     keys = pools.match(options, document)
     assert set(keys) == {"local", "na"}
@@ -69,7 +69,7 @@ def test_a_template_kept_on_several_nodes_is_a_pool_per_node():
 def test_bad_pool_settings_are_refused_with_a_stable_code_and_a_translated_message():
     duplicate = _document({"size": 1}, {"size": 2, "network": "egress", "image": "cocoon-sandbox:latest"})
     with pytest.raises(InvalidParams) as refused:
-        config.validate_document(duplicate)
+        settings_checks.validate_document(duplicate)
     (error,) = refused.value.details["fields"]
     assert (error["path"], error["code"]) == ("sandbox.pools.1", "duplicate_pool")
     with translation.override("de"):
@@ -77,12 +77,12 @@ def test_bad_pool_settings_are_refused_with_a_stable_code_and_a_translated_messa
 
     too_big = _document({"size": 1, "limits": {"cpus": 64}})
     with pytest.raises(InvalidParams) as refused:
-        config.validate_document(too_big)
+        settings_checks.validate_document(too_big)
     assert [(f["path"], f["code"]) for f in refused.value.details["fields"]] == [
         ("sandbox.pools.0.limits.cpus", "maximum")
     ]
     with pytest.raises(InvalidParams) as refused:
-        config.validate_document(_document({"size": 51, "colour": "red"}))
+        settings_checks.validate_document(_document({"size": 51, "colour": "red"}))
     assert {f["path"] for f in refused.value.details["fields"]} >= {"sandbox.pools.0.size"}
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from cocoon import activity, config, setup, tokens, vault
+from cocoon import activity, config, settings_defaults, setup, tokens, vault
 from cocoon.actors import SYSTEM_ACTOR
 from cocoon.errors import CocoonError, ErrorCode
 from cocoon.i18n import resolve_language
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 def test_settings_update_deep_merges_and_keeps_defaults():
     document = config.update_settings({"sandbox": {"limits": {"cpus": 4}}}, actor=SYSTEM_ACTOR)
     assert document["sandbox"]["limits"] == {"cpus": 4, "memoryMb": 4096, "pids": 1024}
-    assert document["general"] == config.DEFAULTS["general"]
+    assert document["general"] == settings_defaults.DEFAULTS["general"]
     assert SettingsDocument.objects.get().overrides == {"sandbox": {"limits": {"cpus": 4}}}
 
 
@@ -37,7 +37,7 @@ def test_settings_reset_reverts_paths_and_rejects_unknown_ones():
     with pytest.raises(CocoonError) as error:
         config.reset_settings(["general.colour"], actor=SYSTEM_ACTOR)
     assert error.value.details["fields"][0]["path"] == "keys.0"
-    assert config.reset_settings(None, actor=SYSTEM_ACTOR) == config.DEFAULTS
+    assert config.reset_settings(None, actor=SYSTEM_ACTOR) == settings_defaults.DEFAULTS
 
 
 def test_providers_are_validated_as_a_whole_after_merging():

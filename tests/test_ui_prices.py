@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
-from cocoon import config
+from cocoon import config, settings_defaults, settings_schema
 from cocoon.choices import TokenScope
 from cocoon.models import SettingsDocument
 from tests.test_ui import logged_in
@@ -18,7 +18,7 @@ from usage.models import UsageRecord
 
 pytestmark = pytest.mark.django_db
 
-DEFAULT_PRICES = config.DEFAULTS["usage"]["prices"]
+DEFAULT_PRICES = settings_defaults.DEFAULTS["usage"]["prices"]
 SONNET = next(index for index, entry in enumerate(DEFAULT_PRICES) if entry["model"] == "claude-sonnet-4*")
 
 
@@ -55,7 +55,7 @@ def test_the_page_shows_the_usage_settings_and_the_default_prices_in_their_order
     assert len(rows) == len(DEFAULT_PRICES) + BLANK_PRICE_ROWS
     shown = [
         {"provider": row.values["provider"], "model": row.values["model"]}
-        | {name: float(row.values[name]) for name in config.PRICE_FIELDS}
+        | {name: float(row.values[name]) for name in settings_schema.PRICE_FIELDS}
         for row in rows[: len(DEFAULT_PRICES)]
     ]
     assert shown == DEFAULT_PRICES
@@ -78,7 +78,7 @@ def test_a_changed_price_is_saved_and_the_other_rows_stay_as_they_were():
 
     expected = copy.deepcopy(DEFAULT_PRICES)
     expected[SONNET]["input"] = 4.5
-    assert saved_usage() == config.DEFAULTS["usage"] | {"currency": "EUR", "prices": expected}
+    assert saved_usage() == settings_defaults.DEFAULTS["usage"] | {"currency": "EUR", "prices": expected}
     assert f'name="prices-{SONNET}-input" value="4.5"' in response.content.decode()
 
 
@@ -103,7 +103,7 @@ def test_rows_are_added_in_an_empty_row_removed_by_their_box_and_moved_up():
         "prices-0-remove": "on",
     }
     assert client.post("/settings/usage", form).status_code == 302
-    added = config.price("*", "o3*", 2, 8, 0, 0.5)
+    added = settings_defaults.price("*", "o3*", 2, 8, 0, 0.5)
     assert saved_usage()["prices"] == [*DEFAULT_PRICES[1:], added]
 
     response = client.get("/settings/usage")
@@ -140,7 +140,7 @@ def test_invalid_values_come_back_next_to_their_fields_as_typed_and_nothing_is_s
     # The summary names the row as the form does, though the saved list had one row less.
     assert f"<li><code>prices.{SONNET}.input</code>: Must be at least 0.</li>" in page
     assert not SettingsDocument.objects.filter(overrides__has_key="usage").exists()
-    assert saved_usage() == config.DEFAULTS["usage"]
+    assert saved_usage() == settings_defaults.DEFAULTS["usage"]
 
 
 def test_a_half_filled_new_row_is_refused_at_its_empty_cells():
@@ -165,7 +165,7 @@ def test_reset_brings_back_the_default_prices_and_keeps_the_rest():
     response = client.post("/settings/usage/reset-prices", follow=True)
     assert response.redirect_chain == [("/settings/usage", 302)]
     assert "The prices are cocoon&#x27;s defaults again." in response.content.decode()
-    assert saved_usage() == config.DEFAULTS["usage"] | {"currency": "EUR"}
+    assert saved_usage() == settings_defaults.DEFAULTS["usage"] | {"currency": "EUR"}
     assert client.get("/settings/usage/reset-prices").status_code == 405
 
 

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from agents import tmux, watch
+from agents.reader import Reader
+from agents.stream import Question, SandboxWatch
 from tests.conftest import Cocoond, wait_until
 
 TICK_S = "60"
@@ -78,7 +80,7 @@ def test_a_stream_that_connects_asks_for_a_poll() -> None:
     # Whatever happened while the sandbox had no stream (its container restarted, another process held
     # it) is read at once: the stream before may have ended without a sign (closed by the watcher).
     signs: list[tuple[str, bool]] = []
-    stream = watch.SandboxWatch("sb_x", lambda *sign: signs.append(sign), print, print, watch.Reader())
+    stream = SandboxWatch("sb_x", lambda *sign: signs.append(sign), print, print, Reader())
     stream.feed(b"%begin 1 2 0\n%end 1 2 0\n%session-changed $1 cocoon-watch\n")
     assert stream.connected.is_set()
     assert signs == [("sb_x", True)]
@@ -348,9 +350,9 @@ def test_reports_on_the_stream_reach_only_agents_of_their_own_sandbox(watched: C
         call(watched, "sandbox.delete", sandboxId=other["id"])
 
 
-def answer(*lines: bytes, nonce: str = "") -> tuple[watch.Question, list[bytes]]:
+def answer(*lines: bytes, nonce: str = "") -> tuple[Question, list[bytes]]:
     """A question fed these lines (as its stream's Reader would), and the lines it left to the stream."""
-    question = watch.Question()
+    question = Question()
     left = [line for line in lines if not question.take(line.replace(b"NONCE", question.nonce.encode()))]
     return question, left
 
@@ -381,14 +383,14 @@ def test_a_polls_answer_is_read_between_its_markers_only() -> None:
 def test_an_answer_that_is_not_a_bounded_base64_report_is_a_failed_poll(
     body: list[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(watch, "ANSWER_MAX", 1024)
+    monkeypatch.setattr("agents.stream.ANSWER_MAX", 1024)
     question, left = answer(b"cocoon-poll NONCE", *body, b"cocoon-poll-end NONCE", b"%exit")
     assert (question.done.is_set(), question.answer, left) == (True, None, [b"%exit"])
 
 
 def test_a_stream_that_ends_wakes_its_question() -> None:
-    stream = watch.SandboxWatch("sb_x", print, print, lambda sandbox_id: None, watch.Reader())
-    question = stream._question = watch.Question()
+    stream = SandboxWatch("sb_x", print, print, lambda sandbox_id: None, Reader())
+    question = stream._question = Question()
     stream.feed(b"cocoon-poll " + question.nonce.encode() + b"\nYm9v\n")
     stream.end()
     assert (question.done.is_set(), question.answer) == (True, None)

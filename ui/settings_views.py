@@ -12,9 +12,9 @@ from django.views.decorators.http import require_POST
 
 from agents.choices import PromptMode
 from cocoon.choices import AttentionKind, ChannelType, NetworkMode, ProviderKind
-from cocoon.config import PRICE_FIELDS, PROVIDER_AUTH
 from cocoon.errors import CocoonError
 from cocoon.i18n import LANGUAGES
+from cocoon.settings_schema import CHANNEL_SECRETS, PRICE_FIELDS, PROVIDER_AUTH
 from egress.providers import save_provider
 from ui import web
 from ui.web import actor_of, call, done, form_errors, form_number, page, show
@@ -281,7 +281,7 @@ def _change_profile(request: HttpRequest) -> HttpResponse:
 
 # -- notifications -----------------------------------------------------------------------------------
 
-CHANNEL_SECRETS = ("url", "secret")  # write-only: an empty field keeps the stored one
+# A channel's URL and secret are write-only: an empty field keeps the stored one.
 
 
 def _channel_from(form: Any) -> dict[str, Any]:

@@ -2,9 +2,9 @@
 
 from typing import Any
 
-from cocoon.config import NODE_NAME_PATTERN
 from cocoon.registry import Call, registry
 from cocoon.schema import BOOLEAN, EMPTY, STRING, TIMESTAMP, array, enum, integer, nullable, obj, string
+from cocoon.settings_schema import NODE_NAME_PATTERN
 from sandboxes import nodes
 from sandboxes.choices import NodeState
 

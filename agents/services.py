@@ -28,7 +28,7 @@ from cocoon.actors import Actor
 from cocoon.choices import TokenScope, Visibility
 from cocoon.errors import Conflict, InvalidParams, interpolate_lazy
 from cocoon.lookup import get_or_not_found
-from egress import providers as egress_providers
+from egress import credentials as egress_credentials
 from egress import services as egress
 from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
@@ -150,7 +150,7 @@ def _start(
 ) -> None:
     """Start agent's session with command: the profile's env, credentials through the proxy, env."""
     sandbox = agent.sandbox
-    credentials, granted = egress_providers.credentials_env(
+    credentials, granted = egress_credentials.credentials_env(
         sandbox,
         agent.providers,
         profile,

@@ -1,6 +1,6 @@
 """What metering LLM usage costs, each figure next to a baseline measured in the same run:
 
-- the credential proxy's meter (images/egress-proxy/proxy.py Meter) over answers of the real APIs'
+- the credential proxy's meter (images/egress-proxy/meter.py Meter) over answers of the real APIs'
   shapes: an Anthropic Messages stream of --events text deltas, an OpenAI Responses stream, a JSON
   answer; fed in the proxy's 64 KiB pieces and in 1,448-byte pieces (one TCP segment each), per answer,
   against the same loop that only passes the pieces on (the proxy without a meter). Target: <= +1 ms;
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import cocoond, sandbox_image  # noqa: E402
 from tests.conftest import wait_until  # noqa: E402
-from tests.egress_proxy import proxy  # noqa: E402
+from tests.egress_proxy import meter as proxy  # noqa: E402
 
 RUNS = 200
 

@@ -5,13 +5,13 @@ on the outbound network and, as cocoon-proxy, on every sandbox's own network."""
 import hashlib
 import logging
 import threading
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from django.conf import settings
 
 from egress import policy
+from egress.types import ProxyStatus
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, ServiceSpec, ServiceState
 from sandboxes.models import LOCAL_NODE
@@ -35,6 +35,8 @@ def _lock(node: str) -> threading.Lock:
 def image_tag() -> str:
     digest = hashlib.sha256()
     for path in sorted(CONTEXT.iterdir()):
+        if not path.is_file():  # __pycache__, left by a local proxy or a test that imported its modules
+            continue
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return f"cocoon-egress-proxy:{digest.hexdigest()[:12]}"
 
@@ -112,17 +114,6 @@ def restart_proxy() -> None:
 def proxy_running(node: str = LOCAL_NODE) -> bool:
     proxy = node_driver(node).find_service(SERVICE)
     return proxy is not None and proxy.running
-
-
-@dataclass(frozen=True)
-class ProxyStatus:
-    running: bool
-    image: str
-    address: str | None
-    policy_version: int | None
-    acknowledged_version: int | None
-    # Why the proxy refused the current policy (it keeps serving the last one it could use).
-    policy_error: str | None
 
 
 def proxy_status() -> ProxyStatus:

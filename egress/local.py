@@ -73,7 +73,10 @@ def ensure_local_proxy() -> dict[str, int]:
             "COCOON_EGRESS_CREDENTIAL_PORT": str(credential),
             "COCOON_EGRESS_PARENT": str(os.getpid()),
         }
-        _process = subprocess.Popen([sys.executable, "-u", str(SCRIPT)], env=env, stdout=subprocess.DEVNULL)
+        # -B: its modules import each other, and their bytecode has no place in the image's folder.
+        _process = subprocess.Popen(
+            [sys.executable, "-u", "-B", str(SCRIPT)], env=env, stdout=subprocess.DEVNULL
+        )
         state = {"pid": _process.pid, "forward": forward, "credential": credential}
         deadline = time.monotonic() + 10
         while policy.acknowledged() is None:

@@ -10,13 +10,13 @@ import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cocoon.datadir import write_private_file
 from egress import policy
 from egress.container import SERVICE, ensure_proxy, proxy_running
+from egress.types import NodeProxyStatus
 from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers.base import DriverError
 from sandboxes.models import LOCAL_NODE, Node, Sandbox
@@ -166,18 +166,6 @@ def _tend(node: str, needed: bool) -> None:
             push(node)
     except Exception:  # one node's engine failing must not stop the others
         logger.exception("could not tend the egress proxy of node %s", node)
-
-
-@dataclass(frozen=True)
-class NodeProxyStatus:
-    """A remote node's egress proxy as egress.status shows it (its ack as last taken, at most a tick old)."""
-
-    node_id: str
-    name: str
-    running: bool
-    policy_version: int | None
-    acknowledged_version: int | None
-    policy_error: str | None
 
 
 def statuses() -> list[NodeProxyStatus]:

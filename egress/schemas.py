@@ -8,10 +8,8 @@ from django.utils import translation
 from cocoon import settings_schema
 from cocoon.choices import ProviderKind
 from cocoon.schema import BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, nullable, obj
-from egress.container import ProxyStatus
 from egress.models import DeniedAttempt
-from egress.providers import Provider, ProviderCheck
-from egress.remote import NodeProxyStatus
+from egress.types import NodeProxyStatus, Provider, ProviderCheck, ProxyStatus
 
 DENIED = obj(
     {

@@ -16,7 +16,8 @@ from cocoon import activity, config, events
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import Conflict, Unavailable
-from egress import policy
+from egress import policy, remote
+from egress.container import attach, ensure_proxy, proxy_running, restart_proxy
 from egress.local import ensure_local_proxy, local_proxy_running
 from egress.models import DeniedAttempt, ProviderGrant
 from egress.policy import LOOPBACK
@@ -64,8 +65,6 @@ def prepare(spec: SandboxSpec) -> SandboxSpec:
     dns = spec.dns
     node = node_of(spec.sandbox_id)  # the proxy of the sandbox's own node (remote ones are engines)
     if node != LOCAL_NODE or enforced():
-        from egress.container import attach
-
         network = node_driver(node).create_sandbox_network(spec.sandbox_id, spec.network)
         address = _engine_errors(attach, network, node)
         if spec.network != NetworkMode.EGRESS:
@@ -100,8 +99,6 @@ def start_proxy() -> None:
     """Start the proxy (building its image first if needed) and wait until it has loaded the policy."""
     if not enforced():
         raise Conflict(_("The %(driver)s driver does not enforce egress."), driver=get_driver().kind)
-    from egress.container import ensure_proxy
-
     _engine_errors(ensure_proxy)
     try:
         sync(wait=True, node=LOCAL_NODE)
@@ -109,8 +106,6 @@ def start_proxy() -> None:
         if error.refused:
             raise
         # Running, yet deaf to its policy file: a wedged proxy is what the checklist's fix is for.
-        from egress.container import restart_proxy
-
         restart_proxy()
         sync(wait=True, node=LOCAL_NODE)
 
@@ -134,9 +129,6 @@ def sync(wait: bool = True, node: str | None = None) -> None:
     proxies have loaded it: node's alone if given (a create waits for its own node's proxy), else every
     node's (a revocation, an allowed host, a spent budget). A proxy that is not running loads the newest
     policy when it starts; one of a node that does not answer gets it when the node is back."""
-    from egress import remote
-    from egress.container import proxy_running
-
     versions = policy.publish()
     waited = set() if not wait else ({node} if node else set(versions)) - {LOCAL_NODE}
     failed = remote.sync(versions, waited)
@@ -279,7 +271,6 @@ def allow(host: str, *, actor: Actor, sandbox_id: str | None = None) -> list[str
 
 
 def watch_proxy() -> None:
-    from egress.container import ensure_proxy, proxy_running
     from sandboxes.choices import SandboxState
 
     if not enforced():

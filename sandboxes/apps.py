@@ -1,4 +1,10 @@
+from typing import TYPE_CHECKING, Any
+
 from django.apps import AppConfig
+from django.db import transaction
+
+if TYPE_CHECKING:
+    from sandboxes.models import Node
 
 
 class SandboxesConfig(AppConfig):
@@ -8,9 +14,17 @@ class SandboxesConfig(AppConfig):
     def ready(self) -> None:
         from cocoon.registry import registry
         from cocoon.system import register_info
-        from sandboxes import pools, setup
+        from sandboxes import pools, setup, signals
         from sandboxes.drivers import as_driver_error, engine_errors
 
         registry.translate(*engine_errors(), into=as_driver_error)
         register_info(setup.engine_info)
         register_info(pools.info)
+        signals.node_added.connect(_prepare_node, dispatch_uid="sandboxes.prepare_node")
+
+
+def _prepare_node(sender: type, node: "Node", **kwargs: Any) -> None:
+    """A node taken in gets the toolbox in the background, once it is committed."""
+    from sandboxes.tasks import prepare_node
+
+    transaction.on_commit(lambda: prepare_node.delay(node.id))

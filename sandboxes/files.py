@@ -6,7 +6,6 @@ Paths are checked against the roots by sandboxes.workspace, and resolved by the 
 
 import base64
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from django.utils.translation import gettext_lazy as _
 
@@ -15,6 +14,7 @@ from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import InvalidParams, field_error
 from sandboxes.nodes import driver_of
+from sandboxes.types import FileContent, FileEntry
 from sandboxes.workspace import checked, normalize, record_change, run_script, running_sandbox
 
 MAX_FILE_BYTES = 3 * 1024 * 1024  # a file read or written in one call (fits one exec's output)
@@ -74,21 +74,6 @@ inside "$p" || exit 4
 printf '%s' "$p"
 """,
 }
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    name: str  # relative to the folder listed
-    kind: str  # file, directory, symlink or other
-    size: int
-    mode: str  # octal permission bits
-    mtime: float
-
-
-@dataclass(frozen=True)
-class FileContent:
-    content: str
-    encoding: str  # utf-8, or base64 for binary content
 
 
 def _run(sandbox_id: str, script: str, path: str, *args: str, stdin: bytes | None = None) -> bytes:

@@ -2,7 +2,6 @@
 (through sandboxes.gitpush) and the pull request (through sandboxes.github)."""
 
 import re
-from dataclasses import dataclass
 
 from django.utils.translation import gettext_lazy as _
 
@@ -11,9 +10,10 @@ from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import Conflict, Forbidden, InvalidParams, NotFound
 from sandboxes import diffs, github, gitpush
+from sandboxes.baseline import GIT_ENV
 from sandboxes.drivers.base import DriverError, ExecResult
 from sandboxes.nodes import driver_of
-from sandboxes.services import GIT_ENV
+from sandboxes.types import GitStatus, PatchResult, PullRequest, StatusEntry
 from sandboxes.workspace import record_change, relative, run_script, running_sandbox
 
 
@@ -23,37 +23,6 @@ class PatchTooLarge(Conflict):
 
 class NothingToCommit(Conflict):
     pass
-
-
-@dataclass(frozen=True)
-class PatchResult:
-    applied: bool
-    valid: bool  # whether it applies (cleanly, or with --3way's conflict markers)
-    conflicts: list[diffs.PatchConflict]
-
-
-@dataclass(frozen=True)
-class StatusEntry:
-    """A changed file: its index and worktree status letters, as git status --porcelain gives them."""
-
-    path: str
-    index: str
-    worktree: str
-    old_path: str | None = None  # of a rename or copy
-
-
-@dataclass(frozen=True)
-class GitStatus:
-    branch: str
-    ahead: int
-    behind: int
-    files: list[StatusEntry]
-
-
-@dataclass(frozen=True)
-class PullRequest:
-    number: int
-    url: str
 
 
 BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[\w./-]{1,255}$")

@@ -21,9 +21,9 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import vault
 from cocoon.errors import Conflict, Timeout
+from sandboxes.baseline import GIT_ENV
 from sandboxes.drivers.base import MAX_EXEC_OUTPUT, ExecResult
 from sandboxes.nodes import driver_of
-from sandboxes.services import GIT_ENV
 
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 CHUNK_BYTES = MAX_EXEC_OUTPUT - 4096  # one read's output, with room for the first read's header line

@@ -34,7 +34,7 @@ from cocoon import config
 from cocoon.actors import Actor
 from cocoon.errors import Conflict
 from cocoon.settings_schema import LOCAL_NODE_NAME
-from sandboxes import nodes, placement, services
+from sandboxes import node_choice, nodes, placement, services
 from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError, SandboxDriver
@@ -117,7 +117,7 @@ def create_sandbox(
     # A node with a warm pool of these options comes first, if one can take the sandbox (as placement
     # would, among those nodes only): a claim saves a create.
     keys = match(resolved, config.get_settings()) if pool else {}
-    warm = nodes.choose_among(set(keys), demand, node) if keys else None
+    warm = node_choice.choose_among(set(keys), demand, node) if keys else None
     if warm is not None:
         node_id, node_name = warm
         sandbox = claim(keys[node_name], resolved.image, node_id, name=name, actor=actor, budget=budget)
@@ -125,7 +125,7 @@ def create_sandbox(
         if sandbox is not None:
             return Created(sandbox, from_pool=True)
     made = services.make_sandbox(
-        resolved, name=name, actor=actor, budget=budget, node=nodes.choose_node(demand, node)
+        resolved, name=name, actor=actor, budget=budget, node=node_choice.choose_node(demand, node)
     )
     return Created(made, from_pool=False)
 

@@ -1,7 +1,7 @@
-"""The wire shapes of sandboxes, their workspace, images and the toolbox: their JSON Schemas and the
-dicts that match them, side by side."""
+"""The wire shapes of sandboxes, their workspace, images, the toolbox and nodes: their JSON Schemas and
+the dicts that match them, side by side."""
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cocoon.schema import (
     BOOLEAN,
@@ -16,16 +16,15 @@ from cocoon.schema import (
     obj,
     string,
 )
-from sandboxes.choices import NetworkMode, SandboxState
+from sandboxes.capacity import NOTHING_USED, capacity_of, used_by_node
+from sandboxes.choices import NetworkMode, NodeState, SandboxState
 from sandboxes.diffs import Diff
+from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import ExecResult
 from sandboxes.images import ImageStatus
-from sandboxes.models import Sandbox
-from sandboxes.toolbox import ToolboxStatus
-
-if TYPE_CHECKING:  # both reach sandboxes.services, which imports this module
-    from sandboxes.files import FileContent, FileEntry
-    from sandboxes.git import GitStatus, PatchResult, PullRequest
+from sandboxes.models import LOCAL_NODE, Node, Sandbox
+from sandboxes.placement import Room
+from sandboxes.types import FileContent, FileEntry, GitStatus, PatchResult, PullRequest, ToolboxStatus
 
 SANDBOX_ID = string(pattern="^sb_[a-z0-9]+$", maxLength=40)
 SANDBOX_BY_ID = obj({"sandboxId": SANDBOX_ID}, required=("sandboxId",))
@@ -140,6 +139,31 @@ TOOLBOX_STATUS = obj(
         "preparedAt": nullable(STRING),
     }
 )
+NODE_LABELS = {
+    "type": "object",
+    "propertyNames": {"pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"},
+    "additionalProperties": string(maxLength=200),
+    "maxProperties": 20,
+}
+ROOM = obj({"cpus": {"type": "number"}, "memoryMb": integer(), "sandboxes": integer()})
+NODE = obj(
+    {
+        "id": STRING,
+        "name": STRING,
+        "url": nullable(STRING),
+        "tls": BOOLEAN,
+        "labels": NODE_LABELS,
+        "capacity": {"type": "object"},
+        "overrides": {"type": "object"},
+        "used": ROOM,
+        "state": enum(*NodeState.values),
+        "draining": BOOLEAN,
+        "facts": {"type": "object"},
+        "error": nullable(STRING),
+        "checkedAt": nullable(TIMESTAMP),
+        "createdAt": TIMESTAMP,
+    }
+)
 
 
 def serialize_sandbox(sandbox: Sandbox) -> dict[str, Any]:
@@ -172,7 +196,7 @@ def serialize_exec_result(result: ExecResult) -> dict[str, Any]:
     }
 
 
-def serialize_file_list(entries: "list[FileEntry]") -> dict[str, Any]:
+def serialize_file_list(entries: list[FileEntry]) -> dict[str, Any]:
     return {
         "entries": [
             {
@@ -187,7 +211,7 @@ def serialize_file_list(entries: "list[FileEntry]") -> dict[str, Any]:
     }
 
 
-def serialize_file_content(file: "FileContent") -> dict[str, Any]:
+def serialize_file_content(file: FileContent) -> dict[str, Any]:
     return {"content": file.content, "encoding": file.encoding}
 
 
@@ -207,7 +231,7 @@ def serialize_diff(diff: Diff) -> dict[str, Any]:
     return {"patch": diff.patch, "files": files}
 
 
-def serialize_patch_result(result: "PatchResult") -> dict[str, Any]:
+def serialize_patch_result(result: PatchResult) -> dict[str, Any]:
     return {
         "applied": result.applied,
         "conflicts": [{"path": conflict.path, "message": conflict.message} for conflict in result.conflicts],
@@ -215,7 +239,7 @@ def serialize_patch_result(result: "PatchResult") -> dict[str, Any]:
     }
 
 
-def serialize_git_status(status: "GitStatus") -> dict[str, Any]:
+def serialize_git_status(status: GitStatus) -> dict[str, Any]:
     files = []
     for change in status.files:
         entry = {"path": change.path, "index": change.index, "worktree": change.worktree}
@@ -225,7 +249,7 @@ def serialize_git_status(status: "GitStatus") -> dict[str, Any]:
     return {"branch": status.branch, "ahead": status.ahead, "behind": status.behind, "files": files}
 
 
-def serialize_pull_request(pull: "PullRequest") -> dict[str, Any]:
+def serialize_pull_request(pull: PullRequest) -> dict[str, Any]:
     """Also the form a task's report keeps it in (report.pullRequest)."""
     return {"number": pull.number, "url": pull.url}
 
@@ -251,4 +275,28 @@ def serialize_toolbox_status(status: ToolboxStatus) -> dict[str, Any]:
         "packages": status.packages,
         "versions": status.versions,
         "preparedAt": status.prepared_at,
+    }
+
+
+def serialize_node(node: Node, used: Room | None = None) -> dict[str, Any]:
+    """A node on the wire; used: what its sandboxes hold, when the caller has it (node.list asks once)."""
+    if used is None:
+        used = used_by_node(node.id).get(node.id, NOTHING_USED)
+    return {
+        "id": node.id,
+        "name": node.name,
+        "url": node.url or None,
+        "tls": bool(node.cert),
+        "labels": node.labels,
+        "capacity": capacity_of(node),
+        "overrides": node.overrides,
+        "used": {"cpus": used.cpus, "memoryMb": used.memory_mb, "sandboxes": used.sandboxes},
+        "state": node.state,
+        "draining": node.draining,  # also while it is unreachable
+        "facts": {"driver": get_driver().kind, "runtimes": get_driver().runtimes()}
+        if node.id == LOCAL_NODE
+        else node.facts,
+        "error": node.error or None,
+        "checkedAt": node.checked_at.isoformat() if node.checked_at else None,
+        "createdAt": node.created_at.isoformat(),
     }

@@ -1,43 +1,26 @@
-"""Sandbox lifecycle: create (all or nothing), start, stop, delete, exec, reconcile."""
+"""Sandbox lifecycle: create (all or nothing), start, stop, delete, exec; what a create's options are.
+Reconcile is sandboxes.reconcile's, what a new workspace starts as sandboxes.baseline's."""
 
-import io
 import logging
-import os
 import re
-import subprocess
-import tarfile
-import tempfile
 from dataclasses import dataclass
-from datetime import timedelta
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-from django.db import DatabaseError, IntegrityError, transaction
-from django.utils import timezone
+from django.db import IntegrityError, transaction
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events, settings_checks
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import Conflict, Forbidden, Timeout, field, field_error, fields_error, interpolate_lazy
+from cocoon.errors import Conflict, Forbidden, Timeout, field_error, interpolate_lazy
 from cocoon.lookup import get_or_not_found
 from sandboxes import networking, signals
+from sandboxes.baseline import baseline, clone_repository
 from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import (
-    AGENT_UID,
-    AGENT_USER,
-    Baseline,
-    DriverError,
-    ExecResult,
-    ImageNotFound,
-    Limits,
-    SandboxNotFound,
-    SandboxSpec,
-)
+from sandboxes.drivers.base import ExecResult, ImageNotFound, Limits, SandboxNotFound, SandboxSpec
 from sandboxes.models import LOCAL_NODE, POOL_REMOVING, Sandbox, new_sandbox_id
-from sandboxes.nodes import node_driver, node_reachable, remember_node, several_nodes
+from sandboxes.nodes import node_driver, node_reachable, remember_node, several_nodes, ship_image
 from sandboxes.schemas import serialize_exec_result, serialize_sandbox
 
 logger = logging.getLogger(__name__)
@@ -46,18 +29,6 @@ logger = logging.getLogger(__name__)
 # nothing that git could read as an option.
 REPO_URL = re.compile(r"^(?:(?:https?|git|ssh)://[^\s@/]+(?:@[^\s/]+)?/\S+|[\w.-]+@[\w.-]+:[\w./~-]+)$")
 BRANCH = re.compile(r"^(?!-)[\w./-]{1,255}$")
-BASELINE_TAG = "cocoon-baseline"
-GIT_ENV = {
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_AUTHOR_NAME": "cocoon",
-    "GIT_AUTHOR_EMAIL": "cocoon@cocoon.invalid",
-    "GIT_COMMITTER_NAME": "cocoon",
-    "GIT_COMMITTER_EMAIL": "cocoon@cocoon.invalid",
-}
-CLONE_TIMEOUT_S = 600
-# Longer than any create takes (the clone is its longest part): a row still creating after this has lost
-# the process that made it.
-CREATE_GRACE_S = CLONE_TIMEOUT_S + 300
 
 activity.register_messages(
     {
@@ -208,7 +179,7 @@ def make_sandbox(
             sandbox.save(update_fields=["ips"])
             networking.attached(sandbox, wait=True)
         if options.repo:
-            _clone_repository(sandbox)
+            clone_repository(sandbox)
     except ImageNotFound:
         # Not checked up front: the engine says so on create, which saves a round trip every time.
         discard(sandbox)
@@ -235,8 +206,6 @@ def _create(driver: Any, spec: SandboxSpec, node: str) -> Any:
     network again."""
     if node == LOCAL_NODE:
         return driver.create(networking.prepare(spec))
-    from sandboxes.nodes import ship_image
-
     ship_image(node, spec.image)
     try:
         return driver.create(networking.prepare(spec))
@@ -262,73 +231,16 @@ def discard(sandbox: Sandbox) -> None:
     networking.released(sandbox.id, sandbox.node)
 
 
-@lru_cache(maxsize=16)
-def baseline(branch: str) -> Baseline:
-    """An empty git repository whose one commit is tagged cocoon-baseline, owned by the agent, as a tar.
-
-    Made once per branch name with the server's git in a folder of our own, and put into each new
-    workspace before its sandbox starts (unless its image has it baked: BASELINE_LABEL): no round trip
-    into the sandbox for an empty workspace. The commit's author, committer and time are fixed, so
-    every baseline of a branch is the same commit, the baked one too.
-    """
-    with tempfile.TemporaryDirectory() as home:
-        repository = Path(home) / "workspace"
-        env = GIT_ENV | {
-            "HOME": home,
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
-            "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
-        }
-        for command in (
-            ["git", "init", "--quiet", "--initial-branch", branch, str(repository)],
-            [
-                "git",
-                "-C",
-                str(repository),
-                "commit",
-                "--quiet",
-                "--allow-empty",
-                "--message",
-                "cocoon baseline",
-            ],
-            ["git", "-C", str(repository), "tag", BASELINE_TAG],
-        ):
-            subprocess.run(command, env=env, check=True, capture_output=True)
-
-        def owned_by_agent(info: tarfile.TarInfo) -> tarfile.TarInfo:
-            info.uid = info.gid = AGENT_UID
-            info.uname = info.gname = AGENT_USER
-            return info
-
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            for entry in sorted(repository.iterdir()):
-                tar.add(entry, arcname=entry.name, filter=owned_by_agent)
-        return Baseline(branch, buffer.getvalue())
+def remove_member(member: Sandbox) -> int:
+    """Remove a pool member unless a create claimed it since it was read (then it is a user's sandbox):
+    the same conditional UPDATE as a claim. 1 if removed."""
+    if not Sandbox.objects.filter(pk=member.pk, pool=member.pool).update(pool=POOL_REMOVING):
+        return 0
+    discard(member)
+    return 1
 
 
-def _clone_repository(sandbox: Sandbox) -> None:
-    """Clone the sandbox's repo into /workspace inside the sandbox and tag cocoon-baseline."""
-    driver = node_driver(sandbox.node)
-    clone = ["clone", "--quiet"]
-    if sandbox.branch:
-        clone += ["--branch", sandbox.branch]
-    # The baseline an image has baked (BASELINE_LABEL) is in every new workspace: it makes way.
-    script = ["sh", "-c", 'rm -rf .git && exec git "$@"', "clone", *clone, "--", sandbox.repo, "."]
-    result = driver.exec(sandbox.id, script, env=GIT_ENV, timeout=CLONE_TIMEOUT_S)
-    if result.exit_code != 0:
-        last_line = (result.stderr.decode(errors="replace").strip().splitlines() or [""])[-1]
-        failed = field("repo", _("The repository could not be cloned."), "clone_failed")
-        raise fields_error([failed], git=last_line[:500])
-    result = driver.exec(sandbox.id, ["git", "tag", BASELINE_TAG], env=GIT_ENV, timeout=60)
-    if result.exit_code != 0:
-        raise DriverError(
-            f"tagging the baseline failed: {result.stderr.decode(errors='replace').strip()[:500]}"
-        )
-
-
-def _apply(
+def apply_state(
     sandbox: Sandbox,
     state: str,
     ips: dict[str, str],
@@ -336,6 +248,8 @@ def _apply(
     actor: Actor | None,
     wait_for_network: bool = False,
 ) -> Sandbox:
+    """The state and addresses the engine reports, saved and announced (with an activity entry under
+    key, if any); its network hears of them (wait_for_network: returns once it is in force)."""
     with transaction.atomic():
         sandbox.state, sandbox.ips = state, ips
         sandbox.save(update_fields=["state", "ips", "updated_at"])
@@ -351,7 +265,7 @@ def _engine_call(sandbox: Sandbox, operation: Any) -> Any:
     try:
         return operation(sandbox.id)
     except SandboxNotFound:
-        _apply(sandbox, SandboxState.MISSING, {}, "sandbox.missing", None)
+        apply_state(sandbox, SandboxState.MISSING, {}, "sandbox.missing", None)
         raise Conflict(_("The container of sandbox %(name)s is gone."), name=sandbox.name) from None
 
 
@@ -359,7 +273,7 @@ def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
     sandbox = get_sandbox(sandbox_id)
     observed = _engine_call(sandbox, node_driver(sandbox.node).start)
     # Its address may have changed: in force before anything in it goes out again.
-    return _apply(sandbox, observed.state, observed.ips, "sandbox.started", actor, wait_for_network=True)
+    return apply_state(sandbox, observed.state, observed.ips, "sandbox.started", actor, wait_for_network=True)
 
 
 def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
@@ -367,7 +281,7 @@ def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
     if sandbox.state == SandboxState.RUNNING:
         signals.stopping.send(Sandbox, sandbox=sandbox)
     observed = _engine_call(sandbox, node_driver(sandbox.node).stop)
-    sandbox = _apply(sandbox, observed.state, observed.ips, "sandbox.stopped", actor)
+    sandbox = apply_state(sandbox, observed.state, observed.ips, "sandbox.stopped", actor)
     signals.stopped.send(Sandbox, sandbox=sandbox)
     return sandbox
 
@@ -408,102 +322,3 @@ def exec_in_sandbox(
     if result.timed_out:
         raise Timeout(details=serialize_exec_result(result))
     return result
-
-
-def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:
-    """Align rows with the engine (state, IPs) and remove engine objects no row owns.
-
-    Returns how many sandboxes changed. Safe to run any time: creates in progress have their row first.
-    A row still `creating` after interrupted_after_s belongs to a create whose process died (SIGKILL,
-    a crash): it is undone like a failed create, so no sandbox stays half made. cocoond's start passes 0
-    when its embedded worker was the only creator.
-    """
-    changed = 0
-    cutoff = timezone.now() - timedelta(seconds=interrupted_after_s)
-    for sandbox in Sandbox.objects.filter(state=SandboxState.CREATING, created_at__lte=cutoff):
-        logger.warning("undoing the interrupted create of sandbox %s", sandbox.id)
-        try:
-            discard(sandbox)
-            if not sandbox.pool:  # a pool member was never announced
-                activity.record(
-                    "sandbox.interrupted", {"name": sandbox.name}, actor=None, sandbox_id=sandbox.id
-                )
-                events.publish("sandbox.deleted", {"id": sandbox.id}, sandbox_id=sandbox.id)
-            changed += 1
-        except Exception:
-            logger.exception("could not undo the interrupted create of sandbox %s", sandbox.id)
-    from sandboxes.nodes import reachable_nodes
-
-    for node in reachable_nodes():
-        try:
-            changed += reconcile_node(node)
-        except Exception:  # one node's engine failing must not stop the others' alignment
-            logger.exception("could not reconcile the sandboxes of node %s", node)
-    return changed
-
-
-def reconcile_node(node: str) -> int:
-    """reconcile() on one node's engine: its rows aligned, objects no row owns removed."""
-    driver = node_driver(node)
-    changed = 0
-    for sandbox in Sandbox.objects.filter(node=node).exclude(state=SandboxState.CREATING):
-        try:
-            changed += _align_member(driver, sandbox) if sandbox.pool else _align(driver, sandbox)
-        except Exception:
-            # One sandbox the engine or the database trips over must not stop the others' alignment.
-            logger.exception("could not align sandbox %s with the engine", sandbox.id)
-    # The engine first, the rows second: a create commits its row before it makes engine objects, so
-    # every object listed here has its row by the time the rows are read. The other order took a
-    # sandbox created in between for an orphan.
-    engine = driver.list_ids()
-    known = set(Sandbox.objects.values_list("id", flat=True))
-    orphans = engine - known
-    if orphans:  # and still there: a delete under way when the engine was listed removes its row last
-        orphans &= driver.list_ids()
-    for orphan in orphans:
-        logger.warning("removing orphaned sandbox objects of %s", orphan)
-        driver.remove(orphan)
-    return changed
-
-
-def set_missing(sandbox: Sandbox, reason: str) -> None:
-    """The sandbox cannot be reached (its node does not answer): missing, with the reason, until
-    reconcile finds it again."""
-    sandbox.error = reason
-    sandbox.save(update_fields=["error", "updated_at"])
-    _apply(sandbox, SandboxState.MISSING, sandbox.ips, "sandbox.missing", None)
-
-
-def _align_member(driver: Any, sandbox: Sandbox) -> int:
-    """A pool member the engine no longer runs (stopped by a host restart, gone) is of no use to a claim:
-    it is removed quietly, and the pools' refill makes a new one. So is one whose removal was cut off."""
-    if sandbox.pool != POOL_REMOVING and driver.inspect(sandbox.id).state == SandboxState.RUNNING:
-        return 0
-    logger.info("removing pool member %s: the engine no longer runs it", sandbox.id)
-    return remove_member(sandbox)
-
-
-def remove_member(member: Sandbox) -> int:
-    """Remove a pool member unless a create claimed it since it was read (then it is a user's sandbox):
-    the same conditional UPDATE as a claim. 1 if removed."""
-    if not Sandbox.objects.filter(pk=member.pk, pool=member.pool).update(pool=POOL_REMOVING):
-        return 0
-    discard(member)
-    return 1
-
-
-def _align(driver: Any, sandbox: Sandbox) -> int:
-    observed = driver.inspect(sandbox.id)
-    if sandbox.error:  # its node answered: the reason (it did not) is past, whatever it found
-        sandbox.error = ""
-        sandbox.save(update_fields=["error"])
-    if (observed.state, observed.ips) == (sandbox.state, sandbox.ips):
-        return 0
-    key = "sandbox.missing" if observed.state == SandboxState.MISSING else None
-    try:
-        _apply(sandbox, observed.state, observed.ips, key, None)
-    except DatabaseError:
-        if Sandbox.objects.filter(pk=sandbox.pk).exists():
-            raise
-        return 0  # deleted meanwhile (its objects go first, so it looked missing): no news
-    return 1

@@ -91,8 +91,9 @@ def ensure_on_start() -> None:
     background."""
     from celery import chain
 
-    from sandboxes import networking, services
+    from sandboxes import networking
     from sandboxes.images import image_tag
+    from sandboxes.reconcile import CREATE_GRACE_S, reconcile
     from sandboxes.tasks import build_image, install_toolbox
     from sandboxes.toolbox import toolbox_status
 
@@ -100,7 +101,7 @@ def ensure_on_start() -> None:
         driver = get_driver()
         driver.ensure_networks()
         # The embedded worker made every create in progress; none of them outlived the last cocoond.
-        services.reconcile(0 if settings.CELERY_EMBEDDED else services.CREATE_GRACE_S)
+        reconcile(0 if settings.CELERY_EMBEDDED else CREATE_GRACE_S)
         network_work = networking.on_start(install=settings.COCOON_AUTO_INSTALL)
         if not settings.COCOON_AUTO_INSTALL:
             return

@@ -6,3 +6,6 @@ from django.dispatch import Signal
 # after the engine stopped it.
 stopping = Signal()
 stopped = Signal()
+# Sent with node= when a node was taken in, inside the transaction that saves it (SandboxesConfig.ready()
+# has its toolbox follow once that commits).
+node_added = Signal()

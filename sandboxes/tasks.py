@@ -2,12 +2,13 @@
 
 from celery import shared_task
 
-from sandboxes import images, nodes, pools, services, toolbox
+from sandboxes import images, node_health, pools, toolbox
+from sandboxes import reconcile as reconciliation
 
 
 @shared_task(name="sandboxes.tasks.reconcile")
 def reconcile() -> int:
-    return services.reconcile()
+    return reconciliation.reconcile()
 
 
 @shared_task(name="sandboxes.tasks.build_image")
@@ -34,4 +35,4 @@ def prepare_node(node_id: str) -> None:
 
 @shared_task(name="sandboxes.tasks.check_nodes")
 def check_nodes() -> int:
-    return nodes.check_nodes()
+    return node_health.check_nodes()

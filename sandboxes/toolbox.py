@@ -18,7 +18,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,8 @@ from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import TOOLBOX, DriverError, ImageNotFound
 from sandboxes.drivers.base import TOOLBOX_MANIFEST as MANIFEST
 from sandboxes.models import LOCAL_NODE
+from sandboxes.nodes import each_node, node_driver, reachable_nodes, ship_image
+from sandboxes.types import ToolboxStatus
 
 logger = logging.getLogger(__name__)
 NPM_TIMEOUT_S = 1800
@@ -51,15 +52,6 @@ activity.register_messages(
     }
 )
 events.register_types("toolbox.install", visibility=Visibility.ADMIN)
-
-
-@dataclass(frozen=True)
-class ToolboxStatus:
-    installed: bool
-    current: bool  # installed for the settings' package list
-    packages: list[str]  # the settings' package list
-    versions: dict[str, str]
-    prepared_at: str | None
 
 
 def staging_dir(packages: list[str]) -> Path:
@@ -224,8 +216,6 @@ def install_toolbox() -> dict[str, Any]:
 def install_on_nodes(source: Path, nodes: list[str] | None = None) -> dict[str, str]:
     """Copy a prepared toolbox into the volume of the reachable remote nodes (or of these); returns
     why it failed, by node. The copy runs in the sandbox image, which a node gets first if it lacks it."""
-    from sandboxes.nodes import each_node, node_driver, reachable_nodes, ship_image
-
     image = config.get_settings()["sandbox"]["image"]
 
     def install(node: str) -> str:

@@ -10,7 +10,8 @@ from agents.models import AgentProfile
 from agents.profiles import ensure_profiles
 from cocoon.actors import Actor
 from cocoon.errors import field, field_error, fields_error, interpolate_lazy
-from egress.providers import all_providers, check_profile_secrets
+from egress.credentials import check_profile_secrets
+from egress.providers import all_providers
 from sandboxes import services as sandboxes
 from sandboxes.drivers.base import WORKSPACE
 from scheduling.models import Task

@@ -1,12 +1,16 @@
-"""The egress proxy's own module (images/egress-proxy/proxy.py, which runs in its container) imported
-here, for what tests and benches call in-process (its Meter)."""
+"""The egress proxy's own modules (images/egress-proxy, which run in its container) imported here, for
+what tests and benches call in-process (its Meter, its policy's address check). They import each other
+by their own names, as they do in /opt/cocoon-egress."""
 
-import importlib.util
+import importlib
+import sys
 
 from tests.conftest import ROOT
 
-_spec = importlib.util.spec_from_file_location("egress_proxy", ROOT / "images/egress-proxy/proxy.py")
-assert _spec is not None
-assert _spec.loader is not None
-proxy = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(proxy)
+_DIR = str(ROOT / "images/egress-proxy")
+sys.path.insert(0, _DIR)
+try:
+    meter = importlib.import_module("meter")
+    rules = importlib.import_module("rules")
+finally:
+    sys.path.remove(_DIR)

@@ -77,7 +77,7 @@ def test_one_failed_check_is_no_outage_a_node_silent_for_a_while_is_unreachable(
 
     from django.utils import timezone
 
-    from sandboxes import nodes
+    from sandboxes import node_health as nodes
     from sandboxes.models import Node, Sandbox
 
     pki = make_pki("127.0.0.1")
@@ -104,7 +104,7 @@ def test_one_failed_check_is_no_outage_a_node_silent_for_a_while_is_unreachable(
 
 @pytest.mark.django_db
 def test_a_stopped_sandbox_holds_no_cpu_or_memory_of_its_node_only_its_place():
-    from sandboxes import nodes
+    from sandboxes import capacity as nodes
     from sandboxes.models import Node, Sandbox
 
     node = Node.objects.create(name="busy", url="tcp://127.0.0.1:9")

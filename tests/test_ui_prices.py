@@ -12,7 +12,7 @@ from cocoon.choices import TokenScope
 from cocoon.models import SettingsDocument
 from tests.test_ui import logged_in
 from tests.test_usage import line, sandbox
-from ui.settings_views import BLANK_PRICE_ROWS
+from ui.settings.prices import BLANK_PRICE_ROWS
 from usage import ingest
 from usage.models import UsageRecord
 

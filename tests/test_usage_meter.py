@@ -1,4 +1,4 @@
-"""The credential proxy's meter (images/egress-proxy/proxy.py) on the answers of the real APIs' shapes:
+"""The credential proxy's meter (images/egress-proxy/meter.py) on the answers of the real APIs' shapes:
 Anthropic Messages and OpenAI Chat Completions / Responses, JSON and SSE, framed by length, by chunks or
 by the connection's end, fed in any pieces; and answers it must not trust or cannot read."""
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tests.egress_proxy import proxy
+from tests.egress_proxy import meter as proxy
 
 
 def sse(*events: tuple[str | None, dict | str]) -> bytes:

@@ -38,7 +38,7 @@ from usage.models import UsageRecord
 
 logger = logging.getLogger(__name__)
 
-USAGE_FILE = "usage.jsonl"  # the proxy's (images/egress-proxy/proxy.py USAGE_FILE)
+USAGE_FILE = "usage.jsonl"  # the proxy's (images/egress-proxy/meter.py USAGE_FILE)
 SETTLED_S = 1.0  # no write for this long: every line of a moved file is in it
 BATCH = 500
 ID = re.compile(r"[0-9a-f]{32}")

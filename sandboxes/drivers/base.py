@@ -55,7 +55,7 @@ class Limits:
 
 
 # An image with this label holds in /workspace the baseline repository of the branch it names, exactly
-# as sandboxes.services.baseline makes it (the sandbox image bakes "main"): the engine copies
+# as sandboxes.baseline.baseline makes it (the sandbox image bakes "main"): the engine copies
 # it into a new workspace volume, so the create needs no archive put.
 BASELINE_LABEL = "io.cocoon.baseline"
 

@@ -3,43 +3,19 @@
 from typing import Any
 
 from cocoon.registry import Call, registry
-from cocoon.schema import BOOLEAN, EMPTY, STRING, TIMESTAMP, array, enum, integer, nullable, obj, string
+from cocoon.schema import BOOLEAN, EMPTY, array, integer, obj, string
 from cocoon.settings_schema import NODE_NAME_PATTERN
-from sandboxes import nodes
-from sandboxes.choices import NodeState
+from sandboxes import node_services, nodes
+from sandboxes.capacity import NOTHING_USED, used_by_node
+from sandboxes.schemas import NODE, NODE_LABELS, serialize_node
 
 NODE_ID = string(pattern="^nd_[a-z0-9]{1,37}$")
 PEM = string(minLength=1, maxLength=20_000)
-LABELS = {
-    "type": "object",
-    "propertyNames": {"pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"},
-    "additionalProperties": string(maxLength=200),
-    "maxProperties": 20,
-}
 CAPACITY = obj(
     {
         "cpus": {"type": "number", "exclusiveMinimum": 0, "maximum": 100_000},
         "memoryMb": integer(minimum=1, maximum=10**9),
         "maxSandboxes": integer(minimum=0, maximum=100_000),
-    }
-)
-ROOM = obj({"cpus": {"type": "number"}, "memoryMb": integer(), "sandboxes": integer()})
-NODE = obj(
-    {
-        "id": STRING,
-        "name": STRING,
-        "url": nullable(STRING),
-        "tls": BOOLEAN,
-        "labels": LABELS,
-        "capacity": {"type": "object"},
-        "overrides": {"type": "object"},
-        "used": ROOM,
-        "state": enum(*NodeState.values),
-        "draining": BOOLEAN,
-        "facts": {"type": "object"},
-        "error": nullable(STRING),
-        "checkedAt": nullable(TIMESTAMP),
-        "createdAt": TIMESTAMP,
     }
 )
 BY_ID = obj({"nodeId": NODE_ID}, required=("nodeId",))
@@ -52,13 +28,13 @@ BY_ID = obj({"nodeId": NODE_ID}, required=("nodeId",))
     admin=True,
 )
 def node_list(call: Call) -> list[dict[str, Any]]:
-    used = nodes.used_by_node()
-    return [nodes.serialize_node(node, used.get(node.id, nodes.NOTHING_USED)) for node in nodes.list_nodes()]
+    used = used_by_node()
+    return [serialize_node(node, used.get(node.id, NOTHING_USED)) for node in nodes.list_nodes()]
 
 
 @registry.method("node.get", description="One node.", params=BY_ID, result=NODE, admin=True)
 def node_get(call: Call) -> dict[str, Any]:
-    return nodes.serialize_node(nodes.get_node(call.params["nodeId"]))
+    return serialize_node(nodes.get_node(call.params["nodeId"]))
 
 
 @registry.method(
@@ -73,7 +49,7 @@ def node_get(call: Call) -> dict[str, Any]:
             "name": string(pattern=NODE_NAME_PATTERN),
             "url": string(minLength=1, maxLength=300),
             "tls": obj({"ca": PEM, "cert": PEM, "key": PEM}, required=("ca", "cert", "key")),
-            "labels": LABELS,
+            "labels": NODE_LABELS,
             "capacity": CAPACITY,
         },
         required=("name", "url"),
@@ -84,31 +60,31 @@ def node_get(call: Call) -> dict[str, Any]:
 def node_add(call: Call) -> dict[str, Any]:
     params = call.params
     tls = params.get("tls")
-    node = nodes.add_node(
+    node = node_services.add_node(
         actor=call.actor,
         name=params["name"],
         url=params["url"],
-        tls=nodes.Tls(tls["ca"], tls["cert"], tls["key"]) if tls else None,
+        tls=node_services.Tls(tls["ca"], tls["cert"], tls["key"]) if tls else None,
         labels=params.get("labels", {}),
         overrides=params.get("capacity", {}),
     )
-    return nodes.serialize_node(node)
+    return serialize_node(node)
 
 
 @registry.method(
     "node.update",
     description="Change a node's labels or its capacity (what is given replaces what was read from the "
     "engine).",
-    params=obj({"nodeId": NODE_ID, "labels": LABELS, "capacity": CAPACITY}, required=("nodeId",)),
+    params=obj({"nodeId": NODE_ID, "labels": NODE_LABELS, "capacity": CAPACITY}, required=("nodeId",)),
     result=NODE,
     admin=True,
 )
 def node_update(call: Call) -> dict[str, Any]:
     params = call.params
-    node = nodes.update_node(
+    node = node_services.update_node(
         params["nodeId"], actor=call.actor, labels=params.get("labels"), overrides=params.get("capacity")
     )
-    return nodes.serialize_node(node)
+    return serialize_node(node)
 
 
 @registry.method(
@@ -121,13 +97,13 @@ def node_update(call: Call) -> dict[str, Any]:
 )
 def node_drain(call: Call) -> dict[str, Any]:
     params = call.params
-    node = nodes.drain_node(
+    node = node_services.drain_node(
         params["nodeId"],
         actor=call.actor,
         undrain=params.get("undrain", False),
         stop=params.get("stop", False),
     )
-    return nodes.serialize_node(node)
+    return serialize_node(node)
 
 
 @registry.method(
@@ -140,5 +116,5 @@ def node_drain(call: Call) -> dict[str, Any]:
     admin=True,
 )
 def node_remove(call: Call) -> dict[str, Any]:
-    nodes.remove_node(call.params["nodeId"], actor=call.actor)
+    node_services.remove_node(call.params["nodeId"], actor=call.actor)
     return {}

@@ -20,7 +20,7 @@ ROUNDS = 7  # sandboxes per client: 56 in all, the issue asks for 50
 
 RECONCILE = """
 import time
-from sandboxes.services import reconcile
+from sandboxes.reconcile import reconcile
 while True:
     reconcile()
     time.sleep(0.05)

@@ -9,6 +9,7 @@ from sandboxes.choices import SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.docker import DockerDriver
 from sandboxes.models import Sandbox
+from sandboxes.reconcile import reconcile
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,7 +27,7 @@ def test_a_sandbox_created_while_reconcile_runs_is_not_taken_for_an_orphan(sandb
 
     monkeypatch.setattr(DockerDriver, "list_ids", list_ids_while_a_create_completes)
     try:
-        services.reconcile()
+        reconcile()
         monkeypatch.undo()
         [sandbox] = created
         assert get_driver().inspect(sandbox.id).state == SandboxState.RUNNING
@@ -39,7 +40,7 @@ def test_a_sandbox_created_while_reconcile_runs_is_not_taken_for_an_orphan(sandb
 def test_an_engine_object_no_row_owns_is_still_removed(sandbox_image):
     orphan = pools.create_sandbox(actor=SYSTEM_ACTOR, pool=False, network="none", image=sandbox_image).sandbox
     type(orphan).objects.filter(pk=orphan.pk).delete()  # the row is gone, its container is not
-    services.reconcile()
+    reconcile()
     assert get_driver().inspect(orphan.id).state == SandboxState.MISSING
     assert orphan.id not in get_driver().list_ids()
 
@@ -57,7 +58,7 @@ def test_reconcile_never_removes_a_pool_member_a_create_claimed_while_it_looked(
 
     monkeypatch.setattr(DockerDriver, "inspect", inspect_while_a_create_claims_it)
     try:
-        services.reconcile()
+        reconcile()
         monkeypatch.undo()
         assert Sandbox.objects.get(pk=member.id).name == "claimed"  # the user's sandbox, still there
         assert get_driver().inspect(member.id).state == SandboxState.STOPPED

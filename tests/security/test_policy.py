@@ -1,7 +1,6 @@
 """The egress policy: the proxy's address check refuses every IPv6 class that leads to a private IPv4
 address, and a published policy is never staler than its version says."""
 
-import importlib.util
 import threading
 
 import pytest
@@ -10,18 +9,8 @@ from django.db import connections
 from cocoon import config
 from cocoon.actors import SYSTEM_ACTOR
 from egress import policy
-from egress.container import CONTEXT
 from sandboxes.models import LOCAL_NODE
-
-
-def _load_proxy():
-    spec = importlib.util.spec_from_file_location("cocoon_egress_proxy", CONTEXT / "proxy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-proxy = _load_proxy()
+from tests.egress_proxy import rules as proxy
 
 REFUSED = {
     "NAT64 of a private address": "64:ff9b::10.0.0.1",

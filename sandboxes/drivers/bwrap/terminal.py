@@ -6,12 +6,17 @@ import pty
 import signal
 import subprocess
 import termios
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from sandboxes.drivers.base import TtySession
 
-if TYPE_CHECKING:
-    from sandboxes.drivers.bwrap.driver import BwrapDriver
+
+class Enters(Protocol):
+    """What a terminal needs of the driver (BwrapDriver): a command entered into the sandbox."""
+
+    def popen(
+        self, sandbox_id: str, command: list[str], env: dict[str, str], workdir: str, **kwargs: Any
+    ) -> subprocess.Popen[bytes]: ...
 
 
 class BwrapTty(TtySession):
@@ -19,7 +24,7 @@ class BwrapTty(TtySession):
 
     def __init__(
         self,
-        driver: "BwrapDriver",
+        driver: Enters,
         sandbox_id: str,
         command: list[str],
         env: dict[str, str],

@@ -1,0 +1,111 @@
+"""Reconcile: the rows aligned with what the engines report (state, IPs), engine objects no row owns
+removed, creates a dead process left half made undone; and a sandbox whose node does not answer marked
+missing until reconcile finds it again."""
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.db import DatabaseError
+from django.utils import timezone
+
+from cocoon import activity, events
+from sandboxes.baseline import CLONE_TIMEOUT_S
+from sandboxes.choices import SandboxState
+from sandboxes.models import POOL_REMOVING, Sandbox
+from sandboxes.nodes import node_driver, reachable_nodes
+from sandboxes.services import apply_state, discard, remove_member
+
+logger = logging.getLogger(__name__)
+
+# Longer than any create takes (the clone is its longest part): a row still creating after this has lost
+# the process that made it.
+CREATE_GRACE_S = CLONE_TIMEOUT_S + 300
+
+
+def reconcile(interrupted_after_s: float = CREATE_GRACE_S) -> int:
+    """Align rows with the engine (state, IPs) and remove engine objects no row owns.
+
+    Returns how many sandboxes changed. Safe to run any time: creates in progress have their row first.
+    A row still `creating` after interrupted_after_s belongs to a create whose process died (SIGKILL,
+    a crash): it is undone like a failed create, so no sandbox stays half made. cocoond's start passes 0
+    when its embedded worker was the only creator.
+    """
+    changed = 0
+    cutoff = timezone.now() - timedelta(seconds=interrupted_after_s)
+    for sandbox in Sandbox.objects.filter(state=SandboxState.CREATING, created_at__lte=cutoff):
+        logger.warning("undoing the interrupted create of sandbox %s", sandbox.id)
+        try:
+            discard(sandbox)
+            if not sandbox.pool:  # a pool member was never announced
+                activity.record(
+                    "sandbox.interrupted", {"name": sandbox.name}, actor=None, sandbox_id=sandbox.id
+                )
+                events.publish("sandbox.deleted", {"id": sandbox.id}, sandbox_id=sandbox.id)
+            changed += 1
+        except Exception:
+            logger.exception("could not undo the interrupted create of sandbox %s", sandbox.id)
+    for node in reachable_nodes():
+        try:
+            changed += reconcile_node(node)
+        except Exception:  # one node's engine failing must not stop the others' alignment
+            logger.exception("could not reconcile the sandboxes of node %s", node)
+    return changed
+
+
+def reconcile_node(node: str) -> int:
+    """reconcile() on one node's engine: its rows aligned, objects no row owns removed."""
+    driver = node_driver(node)
+    changed = 0
+    for sandbox in Sandbox.objects.filter(node=node).exclude(state=SandboxState.CREATING):
+        try:
+            changed += _align_member(driver, sandbox) if sandbox.pool else _align(driver, sandbox)
+        except Exception:
+            # One sandbox the engine or the database trips over must not stop the others' alignment.
+            logger.exception("could not align sandbox %s with the engine", sandbox.id)
+    # The engine first, the rows second: a create commits its row before it makes engine objects, so
+    # every object listed here has its row by the time the rows are read. The other order took a
+    # sandbox created in between for an orphan.
+    engine = driver.list_ids()
+    known = set(Sandbox.objects.values_list("id", flat=True))
+    orphans = engine - known
+    if orphans:  # and still there: a delete under way when the engine was listed removes its row last
+        orphans &= driver.list_ids()
+    for orphan in orphans:
+        logger.warning("removing orphaned sandbox objects of %s", orphan)
+        driver.remove(orphan)
+    return changed
+
+
+def set_missing(sandbox: Sandbox, reason: str) -> None:
+    """The sandbox cannot be reached (its node does not answer): missing, with the reason, until
+    reconcile finds it again."""
+    sandbox.error = reason
+    sandbox.save(update_fields=["error", "updated_at"])
+    apply_state(sandbox, SandboxState.MISSING, sandbox.ips, "sandbox.missing", None)
+
+
+def _align_member(driver: Any, sandbox: Sandbox) -> int:
+    """A pool member the engine no longer runs (stopped by a host restart, gone) is of no use to a claim:
+    it is removed quietly, and the pools' refill makes a new one. So is one whose removal was cut off."""
+    if sandbox.pool != POOL_REMOVING and driver.inspect(sandbox.id).state == SandboxState.RUNNING:
+        return 0
+    logger.info("removing pool member %s: the engine no longer runs it", sandbox.id)
+    return remove_member(sandbox)
+
+
+def _align(driver: Any, sandbox: Sandbox) -> int:
+    observed = driver.inspect(sandbox.id)
+    if sandbox.error:  # its node answered: the reason (it did not) is past, whatever it found
+        sandbox.error = ""
+        sandbox.save(update_fields=["error"])
+    if (observed.state, observed.ips) == (sandbox.state, sandbox.ips):
+        return 0
+    key = "sandbox.missing" if observed.state == SandboxState.MISSING else None
+    try:
+        apply_state(sandbox, observed.state, observed.ips, key, None)
+    except DatabaseError:
+        if Sandbox.objects.filter(pk=sandbox.pk).exists():
+            raise
+        return 0  # deleted meanwhile (its objects go first, so it looked missing): no news
+    return 1

@@ -1,0 +1,84 @@
+"""Agents: the list and the spawn form, one agent's page (its terminal, its budget) and its actions."""
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
+
+from ui.usage_views import BudgetForm, budget_section, set_budget
+from ui.web import actor_of, call, done, method_of, page, profiles, show
+from usage.choices import Scope
+
+
+def spawn_options(request: HttpRequest) -> dict[str, Any]:
+    """The spawn form: profiles, and (for admins, who may list them) the providers with a secret."""
+    providers = []
+    if actor_of(request).is_admin:
+        providers = [provider["id"] for provider in call(request, "providers.list") if provider["secretSet"]]
+    return {"profiles": [profile["name"] for profile in profiles(request)], "providers": providers}
+
+
+@page()
+def agents(request: HttpRequest) -> HttpResponse:
+    context = {
+        "agents": call(request, "agent.list"),
+        "running": [sb for sb in call(request, "sandbox.list") if sb["state"] == "running"],
+    } | spawn_options(request)
+    return show(request, "ui/agents.html", context)
+
+
+@page()
+@require_POST
+def agent_spawn(request: HttpRequest) -> HttpResponse:
+    form = request.POST
+    params: dict[str, Any] = {"sandboxId": form.get("sandboxId", ""), "profile": form.get("profile", "")}
+    if prompt := form.get("prompt", "").strip():
+        params["prompt"] = prompt
+    if providers := form.getlist("providers"):
+        params["providers"] = providers
+    if model := form.get("model", "").strip():
+        params["model"] = model
+    agent = call(request, "agent.spawn", **params)
+    return redirect("ui:agent", agent_id=agent["id"])
+
+
+@page()
+def agent(request: HttpRequest, agent_id: str) -> HttpResponse:
+    return _agent_page(request, agent_id)
+
+
+def _agent_page(request: HttpRequest, agent_id: str, posted: BudgetForm | None = None) -> HttpResponse:
+    current = call(request, "agent.get", agentId=agent_id)
+    context = {
+        "agent": current,
+        "sandbox": call(request, "sandbox.get", sandboxId=current["sandboxId"]),
+        "read_only": request.GET.get("mode") == "ro",
+        "keys": ["Escape", "C-c", "y", "n", "Enter", "Tab", "Up", "Down"],
+        "budget": budget_section(request, Scope.AGENT, agent_id, current["budget"], posted),
+    }
+    return show(request, "ui/agent.html", context, status=400 if posted else 200)
+
+
+@page(admin=True)
+@require_POST
+def agent_budget(request: HttpRequest, agent_id: str) -> HttpResponse:
+    return set_budget(request, Scope.AGENT, agent_id, _agent_page)
+
+
+AGENT_ACTIONS = {"input": "agent.send_input", "keys": "agent.send_keys", "kill": "agent.kill"}
+
+
+@page()
+@require_POST
+def agent_action(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
+    params: dict[str, dict[str, Any]] = {
+        "input": {"text": request.POST.get("text", "")},
+        "keys": {"keys": request.POST.getlist("key")},
+        "kill": {},
+    }
+    method = method_of(AGENT_ACTIONS, action)
+    call(request, method, agentId=agent_id, **params[action])
+    return done(request, reverse("ui:agent", args=[agent_id]), _("Done"))

@@ -1,0 +1,103 @@
+"""Sandboxes: the list and the create form, one sandbox's page (its agents, its budget) and its actions.
+Its workspace (files, diff, git): ui.workspace_views."""
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
+
+from cocoon.errors import NotFound
+from sandboxes.choices import Capability, NetworkMode
+from ui.agent_views import spawn_options
+from ui.usage_views import BudgetForm, budget_section, set_budget
+from ui.web import actor_of, call, done, form_number, method_of, page, show
+from usage.choices import Scope
+
+
+def _create_options(request: HttpRequest) -> dict[str, Any]:
+    """What the create form may offer on this driver, and why the rest is missing."""
+    info = call(request, "system.info")
+    capabilities = set(info["capabilities"])
+    images = []
+    if Capability.IMAGES in capabilities and actor_of(request).is_admin:
+        images = call(request, "image.status")
+    return {
+        "info": info,
+        "networks": NetworkMode.values,
+        "images": images,
+        "has_images": Capability.IMAGES in capabilities,
+        "has_limits": Capability.RESOURCE_LIMITS in capabilities,
+        "egress_enforced": Capability.EGRESS_ENFORCED in capabilities,
+        "defaults": call(request, "settings.get")["sandbox"] if actor_of(request).is_admin else None,
+    }
+
+
+@page()
+def sandboxes(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        return _create_sandbox(request)
+    context = {"sandboxes": call(request, "sandbox.list")} | _create_options(request)
+    return show(request, "ui/sandboxes.html", context)
+
+
+def _create_sandbox(request: HttpRequest) -> HttpResponse:
+    form = request.POST
+    params: dict[str, Any] = {
+        key: form[key].strip()
+        for key in ("name", "image", "repo", "branch", "network", "runtime")
+        if form.get(key)
+    }
+    limits = {key: form_number(form[key]) for key in ("cpus", "memoryMb", "pids") if form.get(key)}
+    if limits:
+        params["limits"] = limits
+    sandbox = call(request, "sandbox.create", **params)
+    return redirect("ui:sandbox", sandbox_id=sandbox["id"])
+
+
+@page()
+def sandbox(request: HttpRequest, sandbox_id: str) -> HttpResponse:
+    return _sandbox_page(request, sandbox_id)
+
+
+def _sandbox_page(request: HttpRequest, sandbox_id: str, posted: BudgetForm | None = None) -> HttpResponse:
+    current = call(request, "sandbox.get", sandboxId=sandbox_id)
+    context = {
+        "sandbox": current,
+        "node_name": _node_name(request, current["node"]),
+        "agents": call(request, "agent.list", sandboxId=sandbox_id),
+        "budget": budget_section(request, Scope.SANDBOX, sandbox_id, current["budget"], posted),
+    } | spawn_options(request)
+    return show(request, "ui/sandbox.html", context, status=400 if posted else 200)
+
+
+def _node_name(request: HttpRequest, node_id: str) -> str | None:
+    """The name of the node a sandbox runs on, for an admin (node.get is an admin's method: others see
+    the node's id)."""
+    if not actor_of(request).is_admin:
+        return None
+    try:
+        node: dict[str, Any] = call(request, "node.get", nodeId=node_id)
+    except NotFound:  # gone meanwhile
+        return None
+    return str(node["name"])
+
+
+@page(admin=True)
+@require_POST
+def sandbox_budget(request: HttpRequest, sandbox_id: str) -> HttpResponse:
+    return set_budget(request, Scope.SANDBOX, sandbox_id, _sandbox_page)
+
+
+SANDBOX_ACTIONS = {"start": "sandbox.start", "stop": "sandbox.stop", "delete": "sandbox.delete"}
+
+
+@page()
+@require_POST
+def sandbox_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpResponse:
+    call(request, method_of(SANDBOX_ACTIONS, action), sandboxId=sandbox_id)
+    if action == "delete":
+        return done(request, reverse("ui:sandboxes"), _("The sandbox was deleted."))
+    return done(request, reverse("ui:sandbox", args=[sandbox_id]))

@@ -27,7 +27,7 @@ from rest_framework import authentication, exceptions
 from cocoon import tokens
 from cocoon.actors import ENV_ACTOR, Actor
 from cocoon.choices import TokenScope
-from cocoon.errors import RateLimited
+from cocoon.errors import CocoonError
 from cocoon.middleware import client_address, decode_scope, scope_language, send_error
 from cocoon.models import ApiToken
 from cocoon.throttle import guarded
@@ -44,8 +44,9 @@ def token_from(authorization: str | None, query_token: str | None) -> str | None
 
 
 def token_actor(plain: str, address: str) -> Actor | None:
-    """The actor of a presented token, or None: a wrong token counts against the client's address, and
-    while that address is locked out no token is looked at (rate_limited)."""
+    """The actor of a presented token, or None: a wrong token counts against the client's address, whose
+    wrong tokens get rate_limited past the limit; a valid one always passes. A revoked or expired token
+    raises token_revoked or token_expired (not counted: it is no guess)."""
     return guarded(address, lambda: tokens.authenticate(plain))
 
 
@@ -97,7 +98,7 @@ def session_actor(session: SessionBase) -> Actor | None:
     """Who a browser session stands for now (the token may have been revoked meanwhile), or None."""
     marker = session.get(SESSION_ACTOR_KEY) or {}
     if "token" in marker:
-        token = ApiToken.objects.filter(pk=marker["token"]).first()
+        token = ApiToken.objects.live().filter(pk=marker["token"]).first()
         return Actor(token_id=token.id, name=token.name, scope=token.scope) if token else None
     if "env" in marker:
         digest = _env_digest()
@@ -163,7 +164,7 @@ def presented_token(headers: dict[str, str], query: dict[str, list[str]]) -> str
 
 def actor_of(headers: dict[str, str], query: dict[str, list[str]], address: str) -> Actor | None:
     """The token's actor of an ASGI request (HTTP or WebSocket) from its decoded headers and query, or
-    None without a valid token. Raises rate_limited while the client is locked out."""
+    None without a valid token. Raises rate_limited, token_revoked, token_expired (token_actor)."""
     plain = presented_token(headers, query)
     return token_actor(plain, address) if plain else None
 
@@ -187,7 +188,7 @@ class WebSocketTokenMiddleware:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> Any:
         try:
             actor, headers, query = await request_actor(scope)
-        except RateLimited as error:
+        except CocoonError as error:  # rate_limited, token_revoked, token_expired
             return await send_error(scope, receive, send, error, await scope_language(scope))
         session_key = None
         if actor is None and presented_token(headers, query) is None:

@@ -26,6 +26,8 @@ EXIT_CODES = {
     "invalid_request": 2,
     "invalid_params": 2,
     "unauthorized": 3,
+    "token_revoked": 3,
+    "token_expired": 3,
     "forbidden": 3,
     "not_found": 4,
     "conflict": 5,

@@ -662,9 +662,11 @@ class Methods:
         """Close a task in review without its changes (cancelled; its sandbox stays for a look)."""
         return self.call("task.reject", _params({"taskId": task_id}))
 
-    def tokens_create(self, *, name: str, scope: str) -> Any:
+    def tokens_create(self, *, name: str, scope: str, expires_in_days: int | None = None) -> Any:
         """Create a token. The plain token is in this answer only; it is never shown again."""
-        return self.call("tokens.create", _params({"name": name, "scope": scope}))
+        return self.call(
+            "tokens.create", _params({"name": name, "scope": scope, "expiresInDays": expires_in_days})
+        )
 
     def tokens_list(self) -> Any:
         """All API tokens (without their values)."""
@@ -1428,9 +1430,11 @@ class AsyncMethods:
         """Close a task in review without its changes (cancelled; its sandbox stays for a look)."""
         return await self.call("task.reject", _params({"taskId": task_id}))
 
-    async def tokens_create(self, *, name: str, scope: str) -> Any:
+    async def tokens_create(self, *, name: str, scope: str, expires_in_days: int | None = None) -> Any:
         """Create a token. The plain token is in this answer only; it is never shown again."""
-        return await self.call("tokens.create", _params({"name": name, "scope": scope}))
+        return await self.call(
+            "tokens.create", _params({"name": name, "scope": scope, "expiresInDays": expires_in_days})
+        )
 
     async def tokens_list(self) -> Any:
         """All API tokens (without their values)."""

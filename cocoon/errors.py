@@ -13,6 +13,8 @@ class ErrorCode(StrEnum):
     INVALID_REQUEST = "invalid_request"
     INVALID_PARAMS = "invalid_params"
     UNAUTHORIZED = "unauthorized"
+    TOKEN_REVOKED = "token_revoked"
+    TOKEN_EXPIRED = "token_expired"
     FORBIDDEN = "forbidden"
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
@@ -29,6 +31,8 @@ HTTP_STATUS = {
     ErrorCode.INVALID_REQUEST: 400,
     ErrorCode.INVALID_PARAMS: 400,
     ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.TOKEN_REVOKED: 401,
+    ErrorCode.TOKEN_EXPIRED: 401,
     ErrorCode.FORBIDDEN: 403,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.METHOD_NOT_ALLOWED: 405,
@@ -45,6 +49,8 @@ DEFAULT_MESSAGES = {
     ErrorCode.INVALID_REQUEST: _("The request is malformed."),
     ErrorCode.INVALID_PARAMS: _("The parameters are invalid."),
     ErrorCode.UNAUTHORIZED: _("A valid token is required."),
+    ErrorCode.TOKEN_REVOKED: _("This token was revoked: whatever still uses it needs a new one."),
+    ErrorCode.TOKEN_EXPIRED: _("This token has expired: whatever still uses it needs a new one."),
     ErrorCode.FORBIDDEN: _("This token may not do that."),
     ErrorCode.NOT_FOUND: _("Not found."),
     ErrorCode.METHOD_NOT_ALLOWED: _("This HTTP method is not allowed here."),
@@ -101,7 +107,7 @@ class CocoonError(Exception):
     @property
     def http_headers(self) -> dict[str, str]:
         """What an HTTP answer carries besides the body: the auth scheme of a 401, when to retry a 429."""
-        if self.code == ErrorCode.UNAUTHORIZED:
+        if self.http_status == 401:
             return {"WWW-Authenticate": 'Bearer realm="cocoon"'}
         if self.code == ErrorCode.RATE_LIMITED:
             return {"Retry-After": str(self.details["retryAfterS"])}
@@ -119,6 +125,16 @@ class InvalidParams(CocoonError):
 
 class Unauthorized(CocoonError):
     code = ErrorCode.UNAUTHORIZED
+
+
+class TokenRevoked(Unauthorized):
+    """A token that was once valid and has been revoked: its owner can tell a stale script by it."""
+
+    code = ErrorCode.TOKEN_REVOKED
+
+
+class TokenExpired(Unauthorized):
+    code = ErrorCode.TOKEN_EXPIRED
 
 
 class Forbidden(CocoonError):

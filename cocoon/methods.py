@@ -1,5 +1,6 @@
 """RPC methods of the core: system, settings, secrets, tokens, activity, events."""
 
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -37,6 +38,7 @@ from cocoon.tasks import prune_activity
 
 NAME = string(minLength=1, maxLength=100)
 ID = string(minLength=1, maxLength=40)
+MAX_TOKEN_DAYS = 3650
 
 METHOD_INFO = obj(
     {
@@ -192,12 +194,26 @@ def tokens_list(call: Call) -> list[dict[str, Any]]:
 @registry.method(
     "tokens.create",
     description="Create a token. The plain token is in this answer only; it is never shown again.",
-    params=obj({"name": NAME, "scope": enum(*TokenScope.values)}, required=("name", "scope")),
+    params=obj(
+        {
+            "name": NAME,
+            "scope": enum(*TokenScope.values),
+            # Left out: valid until revoked. Afterwards it answers token_expired.
+            "expiresInDays": integer(minimum=1, maximum=MAX_TOKEN_DAYS),
+        },
+        required=("name", "scope"),
+    ),
     result=CREATED_TOKEN,
     admin=True,
 )
 def tokens_create(call: Call) -> dict[str, Any]:
-    token, plain = tokens.create_token(call.params["name"], call.params["scope"], actor=call.actor)
+    days = call.params.get("expiresInDays")
+    token, plain = tokens.create_token(
+        call.params["name"],
+        call.params["scope"],
+        actor=call.actor,
+        expires_in=timedelta(days=days) if days else None,
+    )
     return serialize_created_token(token, plain)
 
 

@@ -1,4 +1,5 @@
 from django.db import models
+from django.utils import timezone
 
 from cocoon.choices import TokenScope
 from cocoon.ids import new_id
@@ -6,6 +7,12 @@ from cocoon.ids import new_id
 
 def new_token_id() -> str:
     return new_id("tok")
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def live(self) -> "ApiTokenQuerySet":
+        """The tokens that work now: not expired (revoked ones are not in the table)."""
+        return self.filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=timezone.now()))
 
 
 class ApiToken(models.Model):
@@ -19,12 +26,31 @@ class ApiToken(models.Model):
     bootstrap = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)  # None: never
+
+    objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.scope})"
+
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+
+class RevokedToken(models.Model):
+    """What is left of a revoked token: its digest, so that whoever still presents it is told so
+    (token_revoked) rather than that it never existed, and is not counted as guessing."""
+
+    token_hash = models.CharField(primary_key=True, max_length=64)
+    token_id = models.CharField(max_length=40)
+    name = models.CharField(max_length=100)
+    revoked_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} (revoked)"
 
 
 class Secret(models.Model):

@@ -29,10 +29,13 @@ TOKEN = obj(
         "scope": enum(*TokenScope.values),
         "createdAt": TIMESTAMP,
         "lastUsedAt": nullable(TIMESTAMP),
+        "expiresAt": nullable(TIMESTAMP),  # null: valid until revoked
     }
 )
 # A new token: the only answer that carries the plain token.
-CREATED_TOKEN = obj({"id": STRING, "name": STRING, "scope": STRING, "token": STRING})
+CREATED_TOKEN = obj(
+    {"id": STRING, "name": STRING, "scope": STRING, "expiresAt": nullable(TIMESTAMP), "token": STRING}
+)
 SECRET = obj({"name": STRING, "raw": BOOLEAN, "createdAt": TIMESTAMP, "updatedAt": TIMESTAMP})
 # message: rendered in the reader's language (activity.list; the consumer adds it to "activity" events).
 ACTIVITY_ENTRY = obj(
@@ -73,11 +76,18 @@ def serialize_token(token: ApiToken) -> dict[str, Any]:
         "scope": token.scope,
         "createdAt": token.created_at.isoformat(),
         "lastUsedAt": timestamp(token.last_used_at),
+        "expiresAt": timestamp(token.expires_at),
     }
 
 
 def serialize_created_token(token: ApiToken, plain: str) -> dict[str, Any]:
-    return {"id": token.id, "name": token.name, "scope": token.scope, "token": plain}
+    return {
+        "id": token.id,
+        "name": token.name,
+        "scope": token.scope,
+        "expiresAt": timestamp(token.expires_at),
+        "token": plain,
+    }
 
 
 def serialize_secret(secret: Secret, *, raw: bool) -> dict[str, Any]:

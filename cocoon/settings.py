@@ -72,9 +72,11 @@ try:
     COCOON_TRUSTED_PROXIES = [ip_network(entry, strict=False) for entry in env_list("COCOON_TRUSTED_PROXIES")]
 except ValueError as error:
     raise ImproperlyConfigured(f"COCOON_TRUSTED_PROXIES: {error}") from None
-# Wrong tokens or passwords per client address before it is locked out for the rest of the window
-# (cocoon.throttle); syntax of the `limits` library.
+# cocoon.throttle, in the `limits` library's syntax: wrong tokens per client address before its wrong
+# ones get rate_limited (a valid token always passes), and wrong passwords per user name and address
+# before that name is locked there; per user name across every address, the slower second limit.
 COCOON_AUTH_FAILURE_LIMIT = env_str("COCOON_AUTH_FAILURE_LIMIT") or "20/5 minutes"
+COCOON_AUTH_USER_FAILURE_LIMIT = env_str("COCOON_AUTH_USER_FAILURE_LIMIT") or "100/hour"
 AUTHENTICATION_BACKENDS = ["cocoon.throttle.ThrottledModelBackend"]
 # The UI loads only its own scripts (templates carry none inline); xterm.js writes <style> elements.
 CONTENT_SECURITY_POLICY = {

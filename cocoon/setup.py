@@ -44,7 +44,7 @@ def register_check(key: str, title: Any, fix: str | None = None) -> Callable:
 
 @register_check("adminToken", _("Admin token"))
 def _admin_token() -> tuple[bool, Any]:
-    if settings.COCOON_TOKEN or ApiToken.objects.filter(scope=TokenScope.ADMIN).exists():
+    if settings.COCOON_TOKEN or ApiToken.objects.live().filter(scope=TokenScope.ADMIN).exists():
         return True, _("An admin token exists.")
     return False, _("No admin token: run `python manage.py create_token --scope admin`.")
 

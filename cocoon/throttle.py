@@ -1,12 +1,21 @@
-"""Lock-out of client addresses that keep presenting wrong tokens or passwords.
+"""Lock-out of failing credential attempts, never of valid ones.
 
-Every credential check (HTTP RPC, WebSocket connect, /mcp, the login form, Django's password backend)
-runs through guarded(): while an address has COCOON_AUTH_FAILURE_LIMIT failures inside the window it
-gets rate_limited (429 with Retry-After), right credentials included, or guessing would go on. A thin
-adapter over the `limits` library's moving window: in Redis when REDIS_URL is set (shared by every
+Tokens (HTTP RPC, WebSocket connect, /mcp, the terminal URL, the login form) run through guarded(): a
+valid token is accepted from any address, always; a wrong one counts against its client's address, and
+past COCOON_AUTH_FAILURE_LIMIT that address's wrong tokens get rate_limited (429 with Retry-After).
+cocoon's tokens are random and long, so no lock is needed against guessing them: the limit only slows
+a client down that keeps sending wrong ones, and one stray script cannot lock out the people sharing
+its address (an office NAT, a reverse proxy without COCOON_TRUSTED_PROXIES).
+
+Passwords are guessable, so a locked password is refused even when right: failures count per user name
+and address (COCOON_AUTH_FAILURE_LIMIT), and per user name across addresses (COCOON_AUTH_USER_FAILURE_LIMIT,
+slower), the way django-axes locks; another user's right password from the same address still works.
+
+A thin adapter over the `limits` library's moving window: in Redis when REDIS_URL is set (shared by every
 cocoond process), else in this process's memory (without Redis there is only one process).
 """
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -23,14 +32,24 @@ from limits.strategies import MovingWindowRateLimiter
 
 from cocoon.errors import RateLimited
 
+logger = logging.getLogger(__name__)
+
 T = TypeVar("T")
 NAMESPACE = "cocoon-auth-failures"
+USERNAME_MAX = 150  # Django's own bound: a longer name is no user, and must not grow the store
 
 
 @cache
-def _limiter() -> tuple[MovingWindowRateLimiter, limits.RateLimitItem]:
-    storage = storage_from_string(settings.REDIS_URL or "memory://")
-    return MovingWindowRateLimiter(storage), limits.parse(settings.COCOON_AUTH_FAILURE_LIMIT)
+def _limiter() -> MovingWindowRateLimiter:
+    return MovingWindowRateLimiter(storage_from_string(settings.REDIS_URL or "memory://"))
+
+
+def _per_address() -> limits.RateLimitItem:
+    return limits.parse(settings.COCOON_AUTH_FAILURE_LIMIT)
+
+
+def _per_user() -> limits.RateLimitItem:
+    return limits.parse(settings.COCOON_AUTH_USER_FAILURE_LIMIT)
 
 
 def bucket(address: str) -> str:
@@ -46,42 +65,69 @@ def bucket(address: str) -> str:
     return str(ip_network(f"{parsed}/64", strict=False))
 
 
-def retry_after(address: str) -> int:
-    """Seconds until address may present credentials again; 0 if it may now."""
-    limiter, limit = _limiter()
-    key = bucket(address)
-    if limiter.test(limit, NAMESPACE, key):
+def _retry_after(limit: limits.RateLimitItem, *key: str) -> int:
+    """Seconds until the key may fail again; 0 if it may now."""
+    limiter = _limiter()
+    if limiter.test(limit, NAMESPACE, *key):
         return 0
-    reset_at = limiter.get_window_stats(limit, NAMESPACE, key).reset_time
+    reset_at = limiter.get_window_stats(limit, NAMESPACE, *key).reset_time
     return max(1, math.ceil(reset_at - time.time()))
 
 
-def record_failure(address: str) -> None:
-    limiter, limit = _limiter()
-    limiter.hit(limit, NAMESPACE, bucket(address))
+def _hit(limit: limits.RateLimitItem, *key: str) -> None:
+    _limiter().hit(limit, NAMESPACE, *key)
 
 
-def refuse_if_locked_out(address: str) -> None:
-    if seconds := retry_after(address):
-        raise RateLimited(details={"retryAfterS": seconds})
+# -- tokens ----------------------------------------------------------------------------------------
 
 
 def guarded(address: str, check: Callable[[], T | None]) -> T | None:
-    """check()'s result for a client at address; None (a failure) is counted.
-
-    Raises rate_limited while the address is locked out, without running check at all.
-    """
-    refuse_if_locked_out(address)
+    """check()'s result for a client at address: a valid credential (not None) always passes; a failure
+    is counted against the address and raises rate_limited once the address is over its limit."""
     result = check()
-    if result is None:
-        record_failure(address)
-    return result
+    if result is not None:
+        return result
+    key = ("token", bucket(address))
+    if seconds := _retry_after(_per_address(), *key):
+        raise RateLimited(details={"retryAfterS": seconds})
+    _hit(_per_address(), *key)
+    if not _limiter().test(_per_address(), *key):
+        logger.warning("wrong tokens from %s: over COCOON_AUTH_FAILURE_LIMIT, slowed down", address)
+    return None
+
+
+# -- passwords -------------------------------------------------------------------------------------
+
+
+def _password_keys(username: str, address: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The keys of a user name's failures: from this address, and from anywhere."""
+    name = username[:USERNAME_MAX]
+    return ("password", name, bucket(address)), ("password-user", name)
+
+
+def password_retry_after(username: str, address: str) -> int:
+    """Seconds until this user name may try a password again from address (either lock); 0 if now."""
+    here, anywhere = _password_keys(username, address)
+    return max(_retry_after(_per_address(), *here), _retry_after(_per_user(), *anywhere))
+
+
+def refuse_password_if_locked(username: str, address: str) -> None:
+    if seconds := password_retry_after(username, address):
+        raise RateLimited(details={"retryAfterS": seconds})
+
+
+def record_password_failure(username: str, address: str) -> None:
+    here, anywhere = _password_keys(username, address)
+    _hit(_per_address(), *here)
+    _hit(_per_user(), *anywhere)
+    if password_retry_after(username, address):
+        logger.warning("wrong passwords for user %r from %s: locked", username[:USERNAME_MAX], address)
 
 
 class ThrottledModelBackend(ModelBackend):
-    """Django's user/password backend under the same lock-out (the UI login form and /admin/login).
+    """Django's user/password backend under the password lock (the UI login form and /admin/login).
 
-    A locked-out address is refused with PermissionDenied, which makes django.contrib.auth.authenticate
+    A locked user name is refused with PermissionDenied, which makes django.contrib.auth.authenticate
     stop and report a failed login; the UI's login view checks first and answers 429 itself.
     """
 
@@ -90,10 +136,10 @@ class ThrottledModelBackend(ModelBackend):
     ) -> Any:
         if request is None:  # not a client's request (management commands): nothing to count against
             return super().authenticate(request, username, password, **kwargs)
-        address = request.META.get("REMOTE_ADDR", "")
-        if retry_after(address):
+        address, name = request.META.get("REMOTE_ADDR", ""), username or ""
+        if password_retry_after(name, address):
             raise PermissionDenied
         user = super().authenticate(request, username, password, **kwargs)
         if user is None:
-            record_failure(address)
+            record_password_failure(name, address)
         return user

@@ -12,9 +12,11 @@ import functools
 import logging
 import threading
 import time
+from datetime import datetime
 
 import redis
 from django.conf import settings
+from django.utils import timezone
 
 from cocoon.actors import Actor
 
@@ -27,7 +29,7 @@ RETRY_MAX_S = 30.0
 PING_S = 15.0  # a quiet listener pings Redis this often; no answer by the next time, and it reconnects
 
 _lock = threading.Lock()
-_entries: dict[str, tuple[Actor, float]] = {}  # digest -> (actor, when verified)
+_entries: dict[str, tuple[Actor, float]] = {}  # digest -> (actor, until when it may be used: monotonic)
 _generation = 0  # counts forgetting: a lookup that raced one is not remembered
 _listening = False
 
@@ -36,7 +38,7 @@ def get(digest: str) -> Actor | None:
     _listen()
     with _lock:
         entry = _entries.get(digest)
-    if entry is None or time.monotonic() - entry[1] > TTL_S:
+    if entry is None or time.monotonic() > entry[1]:
         return None
     return entry[0]
 
@@ -46,15 +48,16 @@ def generation() -> int:
     return _generation
 
 
-def put(digest: str, actor: Actor, looked_up_at: int) -> None:
-    """Remember a token the database had, unless a token was forgotten since the lookup began (the
-    lookup may have read it just before its deletion was committed)."""
+def put(digest: str, actor: Actor, looked_up_at: int, *, expires_at: datetime | None = None) -> None:
+    """Remember a token the database had (for TTL_S, and never past its expiry), unless a token was
+    forgotten since the lookup began (the lookup may have read it just before its deletion was committed)."""
+    keep_s = TTL_S if expires_at is None else min(TTL_S, (expires_at - timezone.now()).total_seconds())
     with _lock:
         if looked_up_at != _generation:
             return
         if len(_entries) >= MAX_ENTRIES:
             _entries.clear()
-        _entries[digest] = (actor, time.monotonic())
+        _entries[digest] = (actor, time.monotonic() + keep_s)
 
 
 def forget(token_id: str) -> None:

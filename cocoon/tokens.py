@@ -14,9 +14,10 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, events, tokencache
 from cocoon.actors import ENV_ACTOR, Actor
 from cocoon.choices import TokenScope
-from cocoon.errors import Conflict
+from cocoon.errors import Conflict, TokenExpired, TokenRevoked
 from cocoon.lookup import get_or_not_found
-from cocoon.models import ApiToken
+from cocoon.models import ApiToken, RevokedToken
+from cocoon.schema import timestamp
 
 TOKEN_PREFIX = "cct_"
 RECHECK_TYPE = "auth.recheck"  # -> consumer method auth_recheck
@@ -33,8 +34,9 @@ def generate_token() -> str:
 
 
 def authenticate(plain: str | None) -> Actor | None:
-    """The actor a plain token belongs to, or None. Compares digests in constant time. A token found in
-    the database is remembered (tokencache) for the next requests: no query per request."""
+    """The actor a plain token belongs to, or None if it is no token of ours. Compares digests in
+    constant time. A token found in the database is remembered (tokencache) for the next requests: no
+    query per request. Raises token_revoked or token_expired for a token that once was valid."""
     if not plain:
         return None
     digest = hash_token(plain)
@@ -45,18 +47,23 @@ def authenticate(plain: str | None) -> Actor | None:
     generation = tokencache.generation()
     token = ApiToken.objects.filter(token_hash=digest).first()
     if token is None or not hmac.compare_digest(token.token_hash, digest):
+        if (revoked := RevokedToken.objects.filter(token_hash=digest).first()) is not None:
+            revoked_at = timestamp(revoked.revoked_at)
+            raise TokenRevoked(details={"tokenId": revoked.token_id, "revokedAt": revoked_at})
         return None
+    if token.expired():
+        raise TokenExpired(details={"tokenId": token.id, "expiredAt": timestamp(token.expires_at)})
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     actor = Actor(token_id=token.id, name=token.name, scope=token.scope)
-    tokencache.put(digest, actor, generation)
+    tokencache.put(digest, actor, generation, expires_at=token.expires_at)
     return actor
 
 
 def is_live(actor: Actor) -> bool:
     """Whether a token's actor still holds (not revoked); COCOON_TOKEN holds for the process's life."""
-    return actor == ENV_ACTOR or ApiToken.objects.filter(pk=actor.token_id).exists()
+    return actor == ENV_ACTOR or ApiToken.objects.live().filter(pk=actor.token_id).exists()
 
 
 def auth_group(token_id: str) -> str:
@@ -83,13 +90,20 @@ def list_tokens() -> list[ApiToken]:
 
 
 def create_token(
-    name: str, scope: str, *, actor: Actor | None = None, bootstrap: bool = False
+    name: str,
+    scope: str,
+    *,
+    actor: Actor | None = None,
+    bootstrap: bool = False,
+    expires_in: timedelta | None = None,
 ) -> tuple[ApiToken, str]:
-    """Create a token; returns the row and the plain token, which is never stored."""
+    """Create a token (valid for expires_in, or until revoked); returns the row and the plain token,
+    which is never stored."""
     plain = generate_token()
+    expires_at = timezone.now() + expires_in if expires_in else None
     with transaction.atomic():
         token = ApiToken.objects.create(
-            name=name, scope=scope, token_hash=hash_token(plain), bootstrap=bootstrap
+            name=name, scope=scope, token_hash=hash_token(plain), bootstrap=bootstrap, expires_at=expires_at
         )
         activity.record("token.created", {"name": name, "scope": scope}, actor=actor)
     return token, plain
@@ -98,9 +112,12 @@ def create_token(
 def revoke_token(token_id: str, *, actor: Actor) -> None:
     with transaction.atomic():
         token = get_or_not_found(ApiToken, token_id, _("Token %(id)s does not exist."), id=token_id)
-        other_admins = ApiToken.objects.filter(scope=TokenScope.ADMIN).exclude(pk=token.pk)
+        other_admins = ApiToken.objects.live().filter(scope=TokenScope.ADMIN).exclude(pk=token.pk)
         if token.scope == TokenScope.ADMIN and not settings.COCOON_TOKEN and not other_admins.exists():
             raise Conflict(_("The last admin token cannot be revoked: create another admin token first."))
+        RevokedToken.objects.update_or_create(
+            token_hash=token.token_hash, defaults={"token_id": token.id, "name": token.name}
+        )
         token.delete()
         # Before the activity entry: its connections must be gone before their own revocation is published.
         recheck_connections(token_id)

@@ -32,6 +32,7 @@ for name in (
 # (cocoon.throttle) would end up refusing unrelated tests. tests/security/test_web_deployment.py
 # starts its cocoonds with the real default.
 os.environ["COCOON_AUTH_FAILURE_LIMIT"] = "10000/minute"
+os.environ["COCOON_AUTH_USER_FAILURE_LIMIT"] = "10000/minute"
 # Docker unless a suite says otherwise (auto-detection would prefer a Podman socket if one exists).
 os.environ["COCOON_DRIVER"] = "docker"
 

@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from cocoon import tokencache
 from cocoon.actors import SYSTEM_ACTOR
 from cocoon.choices import TokenScope
+from cocoon.errors import TokenRevoked
 from cocoon.models import ApiToken
 from cocoon.tokens import authenticate, create_token, hash_token, revoke_token
 
@@ -38,7 +39,8 @@ def test_a_revoked_or_deleted_token_is_refused_at_once():
     assert authenticate(deleted_plain)
     revoke_token(revoked.id, actor=SYSTEM_ACTOR)
     ApiToken.objects.filter(pk=deleted.pk).delete()  # by hand (admin, shell): the signal sees it too
-    assert authenticate(revoked_plain) is None
+    with pytest.raises(TokenRevoked):  # said so, so that its owner can tell the stale script
+        authenticate(revoked_plain)
     assert authenticate(deleted_plain) is None
 
 

@@ -12,14 +12,14 @@ from django.views.decorators.http import require_POST
 
 from cocoon.actors import Actor
 from cocoon.auth import log_in_session, log_out
-from cocoon.errors import RateLimited
-from cocoon.throttle import guarded, refuse_if_locked_out
+from cocoon.errors import CocoonError
+from cocoon.throttle import guarded, refuse_password_if_locked
 from ui.web import back, ui_language
 
 
 def _log_in(request: HttpRequest) -> Actor | None:
-    """The actor the posted token or user name and password stand for; raises rate_limited while this
-    client is locked out for too many wrong ones."""
+    """The actor the posted token or user name and password stand for, or None; raises rate_limited
+    for too many wrong ones, token_revoked or token_expired for a token that no longer holds."""
     address = request.META.get("REMOTE_ADDR", "")
     token = request.POST.get("token", "").strip()
     username = request.POST.get("username", "").strip()
@@ -28,7 +28,7 @@ def _log_in(request: HttpRequest) -> Actor | None:
     if not username:
         return None
     # The password backend counts a wrong password too, but can only say "no"; a 429 is said here.
-    refuse_if_locked_out(address)
+    refuse_password_if_locked(username, address)
     user = authenticate(request, username=username, password=request.POST.get("password", ""))
     if user is None:
         return None
@@ -46,7 +46,7 @@ def login(request: HttpRequest) -> HttpResponse:
                 if _log_in(request) is not None:
                     return redirect(back(request, reverse("ui:dashboard")))
                 error, status = _("That token or user name and password is not valid."), 401
-            except RateLimited as refused:
+            except CocoonError as refused:  # rate_limited, token_revoked, token_expired
                 error, status, headers = (
                     refused.render()["message"],
                     refused.http_status,

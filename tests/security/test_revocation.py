@@ -50,7 +50,7 @@ def test_a_revoked_tokens_websocket_is_closed_without_hearing_its_own_revocation
     heard = [frame["event"]["data"].get("key") for frame in frames if "event" in frame]
     assert "token.revoked" not in heard
     with cocoond.ws(token=revoked["token"]) as again:
-        assert again.receive()["error"]["code"] == "unauthorized"
+        assert again.receive()["error"]["code"] == "token_revoked"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -199,4 +199,4 @@ def test_a_token_revoked_by_another_process_is_refused_at_once(start_cocoond, re
         f"revoke_token('{cached['id']}', actor=SYSTEM_ACTOR)",
     )
     refused = instance.post("system.info", token=cached["token"])
-    assert (refused.status_code, refused.json()["error"]["code"]) == (401, "unauthorized")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (401, "token_revoked")

@@ -8,7 +8,9 @@ with today's local defaults. Both run the real default failure limit.
 
 import json
 import socket
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from http.cookies import SimpleCookie
 from typing import Any
 
@@ -24,7 +26,8 @@ pytestmark = pytest.mark.e2e
 PUBLIC_HOST = "cocoon.example.invalid"
 PUBLIC_URL = f"https://{PUBLIC_HOST}"
 LIMIT = 20  # the default COCOON_AUTH_FAILURE_LIMIT: 20 in 5 minutes
-REAL_DEFAULTS = {"COCOON_AUTH_FAILURE_LIMIT": ""}  # the test settings raise it for the other suites
+# The test settings raise them for the other suites.
+REAL_DEFAULTS = {"COCOON_AUTH_FAILURE_LIMIT": "", "COCOON_AUTH_USER_FAILURE_LIMIT": ""}
 UNTRUSTED_PEER = "127.0.0.3"  # loopback too, but not in COCOON_TRUSTED_PROXIES
 
 
@@ -193,50 +196,115 @@ def test_it_refuses_a_host_name_that_is_not_its_own(request, which):
 # -- lock-out of guessers -----------------------------------------------------------------------------------
 
 
-def test_twenty_wrong_tokens_or_passwords_lock_out_that_address_everywhere_but_not_others(deployed):
-    guesser = via_proxy("203.0.113.66")
-    form = LoginForm(deployed, guesser)
-    # One counter for every way in: the login form (token or password), HTTP RPC, WebSocket, /mcp.
-    for _ in range(6):
-        assert form.post(token="cct_guess").status_code == 401
-    for _ in range(6):
-        assert form.post(username="admin", password="guess").status_code == 401
-    for _ in range(4):
-        response = httpx.post(
-            f"{deployed.url}/v1/rpc/system.info", headers=guesser | {"Authorization": "Bearer cct_guess"}
-        )
-        assert response.status_code == 401
-    for _ in range(2):
-        frames, code = ws_frames(deployed, "cct_guess", {"X-Forwarded-For": "203.0.113.66"})
-        assert frames[0]["error"]["code"] == "unauthorized"
-        assert code == 4401
-    for _ in range(2):
-        assert mcp_post(deployed, "cct_guess", guesser).status_code == 401
+def ws_call(server: Cocoond, token: str, headers: dict[str, str]) -> tuple[dict, int | None]:
+    """The first frame a WebSocket connect with this token gets after asking for system.info, and its
+    close code if it was closed (None: still open)."""
+    with connect(
+        server.ws_url, additional_headers=headers | {"Authorization": f"Bearer {token}"}, open_timeout=10
+    ) as ws:
+        ws.send(json.dumps({"id": 1, "method": "system.info", "params": {}}))
+        try:
+            return json.loads(ws.recv(timeout=10)), None
+        except ConnectionClosed as closed:
+            return {}, closed.rcvd.code if closed.rcvd else None
 
-    # Locked out now, even with the right token, on every path.
-    page = form.post(token=deployed.token)
-    assert page.status_code == 429
-    assert 0 < int(page.headers["retry-after"]) <= 300
-    assert "Too many failed attempts" in page.text
+
+def terminal_close_code(server: Cocoond, token: str, headers: dict[str, str]) -> int | None:
+    """How the terminal URL of an agent that does not exist closes for this token: 4404 once the token
+    passed, 4401/4429 if it did not."""
+    url = f"{server.ws_url.removesuffix('/v1/ws')}/v1/agents/ag_nosuchagent/attach"
+    authorization = {"Authorization": f"Bearer {token}"}
+    with connect(url, additional_headers=headers | authorization, open_timeout=10) as ws:
+        try:
+            while True:
+                ws.recv(timeout=10)
+        except ConnectionClosed as closed:
+            return closed.rcvd.code if closed.rcvd else None
+
+
+def test_fifty_wrong_tokens_slow_down_wrong_tokens_only_and_the_right_one_passes_everywhere(deployed):
+    guesser = via_proxy("203.0.113.66")
+    forwarded = {"X-Forwarded-For": "203.0.113.66"}
+    form = LoginForm(deployed, guesser)
+    # One counter of wrong tokens for every way in: the login form, HTTP RPC, WebSocket, /mcp.
+    answers = []
+    for attempt in range(50):
+        way = attempt % 4
+        if way == 0:
+            answers.append(form.post(token="cct_guess").status_code)
+        elif way == 1:
+            response = httpx.post(
+                f"{deployed.url}/v1/rpc/system.info", headers=guesser | {"Authorization": "Bearer cct_guess"}
+            )
+            answers.append(response.status_code)
+        elif way == 2:
+            frames, code = ws_frames(deployed, "cct_guess", forwarded)
+            answers.append({4401: 401, 4429: 429}[code])
+        else:
+            answers.append(mcp_post(deployed, "cct_guess", guesser).status_code)
+    assert answers == [401] * LIMIT + [429] * (50 - LIMIT)
+
+    # Wrong tokens from that address are slowed down, on every path ...
     api = httpx.post(
         f"{deployed.url}/v1/rpc/system.info",
-        headers=guesser | {"Authorization": f"Bearer {deployed.token}", "x-cocoon-lang": "de"},
+        headers=guesser | {"Authorization": "Bearer cct_guess", "x-cocoon-lang": "de"},
     )
     assert api.status_code == 429
-    assert int(api.headers["retry-after"]) > 0
+    assert 0 < int(api.headers["retry-after"]) <= 300
     error = api.json()["error"]
     assert error["code"] == "rate_limited"
     assert error["details"]["retryAfterS"] > 0
     assert "Zu viele" in error["message"]
-    frames, code = ws_frames(deployed, deployed.token, {"X-Forwarded-For": "203.0.113.66"})
+    frames, code = ws_frames(deployed, "cct_guess", forwarded)
     assert frames[0]["error"]["code"] == "rate_limited"
     assert code == 4429
-    limited = mcp_post(deployed, deployed.token, guesser)
-    assert limited.status_code == 429
-    assert int(limited.headers["retry-after"]) > 0
+    assert terminal_close_code(deployed, "cct_guess", forwarded) == 4429
 
-    # Another visitor behind the same proxy is not affected.
-    assert LoginForm(deployed, via_proxy("203.0.113.67")).post(token=deployed.token).status_code == 302
+    # ... while the right token from the same address works on every one of them.
+    assert form.post(token=deployed.token).status_code == 302
+    right = httpx.post(
+        f"{deployed.url}/v1/rpc/system.info", headers=guesser | {"Authorization": f"Bearer {deployed.token}"}
+    )
+    assert right.status_code == 200, right.text
+    assert "version" in right.json()["result"]
+    frame, closed = ws_call(deployed, deployed.token, forwarded)
+    assert closed is None
+    assert frame["id"] == 1
+    assert "result" in frame, frame
+    listed = mcp_post(deployed, deployed.token, guesser)
+    assert listed.status_code == 200, listed.text
+    assert "tools" in listed.text
+    assert terminal_close_code(deployed, deployed.token, forwarded) == 4404  # past auth: no such agent
+
+
+def test_a_revoked_token_says_so_on_every_transport_and_is_not_counted_as_guessing(deployed):
+    created = deployed.call(
+        "tokens.create", {"name": "stale-cron-job", "scope": "agent", "expiresInDays": 30}
+    )
+    assert created["expiresAt"] is not None
+    deployed.call("tokens.revoke", {"tokenId": created["id"]})
+    client = via_proxy("203.0.113.70")
+    forwarded = {"X-Forwarded-For": "203.0.113.70"}
+    for _ in range(LIMIT + 5):  # past the limit: a revoked token is no guess
+        response = httpx.post(
+            f"{deployed.url}/v1/rpc/system.info",
+            headers=client | {"Authorization": f"Bearer {created['token']}", "x-cocoon-lang": "de"},
+        )
+        assert response.status_code == 401
+        error = response.json()["error"]
+        assert error["code"] == "token_revoked"
+        assert error["details"]["tokenId"] == created["id"]
+        assert "widerrufen" in error["message"]
+    frames, code = ws_frames(deployed, created["token"], forwarded)
+    assert frames[0]["error"]["code"] == "token_revoked"
+    assert code == 4401
+    refused = mcp_post(deployed, created["token"], client)
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "token_revoked"
+    assert terminal_close_code(deployed, created["token"], forwarded) == 4401
+    page = LoginForm(deployed, client).post(token=created["token"])
+    assert page.status_code == 401
+    assert "revoked" in page.text
 
 
 def test_the_lock_out_is_shared_by_cocoond_processes_on_redis(start_cocoond, redis_url):
@@ -244,7 +312,8 @@ def test_the_lock_out_is_shared_by_cocoond_processes_on_redis(start_cocoond, red
     first, second = start_cocoond(env), start_cocoond(env)
     for _ in range(3):
         assert first.post("system.info", token="cct_guess").status_code == 401
-    assert second.post("system.info", token=second.token).status_code == 429
+    assert second.post("system.info", token="cct_guess").status_code == 429
+    assert second.post("system.info", token=second.token).status_code == 200
 
 
 # -- content security policy ---------------------------------------------------------------------------
@@ -285,20 +354,65 @@ def strict_limit(settings) -> Iterator[None]:
 
 @pytest.mark.django_db
 @pytest.mark.usefixtures("strict_limit")
-def test_the_django_admin_login_form_is_locked_out_too():
+@pytest.mark.parametrize("path", ["/admin/login/", "/login"])
+def test_wrong_passwords_lock_that_user_at_that_address_and_no_one_else(path):
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    get_user_model().objects.create_superuser("root", password="right-password")
+    users = get_user_model().objects
+    users.create_superuser("root", password="right-password")
+    users.create_superuser("bea", password="bea-password")
     guesser = Client(REMOTE_ADDR="192.0.2.9")
-    for _ in range(3):
-        response = guesser.post("/admin/login/", {"username": "root", "password": "guess"})
-        assert response.status_code == 200  # the form again, with its error
-    guesser.post("/admin/login/", {"username": "root", "password": "right-password"})
+    for _ in range(50):
+        guesser.post(path, {"username": "root", "password": "guess"})
     assert "_auth_user_id" not in guesser.session
-
+    # root's right password is refused from there until the window ends ...
+    refused = guesser.post(path, {"username": "root", "password": "right-password"})
+    assert "_auth_user_id" not in guesser.session
+    if path == "/login":
+        assert refused.status_code == 429
+        assert int(refused.headers["retry-after"]) > 0
+    # ... another user's right password from the same address still logs in ...
+    colleague = Client(REMOTE_ADDR="192.0.2.9")
+    assert colleague.post(path, {"username": "bea", "password": "bea-password"}).status_code == 302
+    # ... and so does root's from another address.
     other = Client(REMOTE_ADDR="192.0.2.10")
-    assert other.post("/admin/login/", {"username": "root", "password": "right-password"}).status_code == 302
+    assert other.post(path, {"username": "root", "password": "right-password"}).status_code == 302
+
+
+@pytest.mark.django_db
+def test_a_user_name_is_locked_across_addresses_by_the_slower_limit(settings):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from cocoon import throttle
+
+    settings.COCOON_AUTH_USER_FAILURE_LIMIT = "5/hour"
+    settings.COCOON_AUTH_FAILURE_LIMIT = "3/5 minutes"
+    throttle._limiter.cache_clear()
+    try:
+        get_user_model().objects.create_superuser("root", password="right-password")
+        for address in ("192.0.2.21", "192.0.2.22", "192.0.2.23", "192.0.2.24", "192.0.2.25"):
+            Client(REMOTE_ADDR=address).post("/login", {"username": "root", "password": "guess"})
+        fresh = Client(REMOTE_ADDR="192.0.2.26")
+        assert fresh.post("/login", {"username": "root", "password": "right-password"}).status_code == 429
+    finally:
+        throttle._limiter.cache_clear()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_expired_token_answers_token_expired_and_its_cache_entry_does_not_outlive_it():
+    from cocoon import tokens
+    from cocoon.auth import token_actor
+    from cocoon.errors import TokenExpired
+
+    token, plain = tokens.create_token("nightly", "agent", expires_in=timedelta(seconds=2))
+    assert token_actor(plain, "192.0.2.40").token_id == token.id  # remembered by tokencache now
+    time.sleep(2.2)
+    with pytest.raises(TokenExpired) as expired:
+        token_actor(plain, "192.0.2.40")
+    assert expired.value.details["tokenId"] == token.id
+    assert expired.value.render()["code"] == "token_expired"
 
 
 def test_an_ipv6_client_counts_as_its_whole_slash_64():

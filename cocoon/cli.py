@@ -142,6 +142,11 @@ def _parser() -> argparse.ArgumentParser:
     put.add_argument("sandbox_id")
     put.add_argument("path")
     put.add_argument("--content")
+
+    engine = commands.add_parser("engine", help="what another data directory left on the engines")
+    engine_actions = engine.add_subparsers(dest="action", required=True)
+    engine_actions.add_parser("foreign")
+    engine_actions.add_parser("remove").add_argument("sandbox_id")
     return parser
 
 
@@ -220,6 +225,10 @@ def _run(args: argparse.Namespace, client: Client) -> tuple[Any, int]:
         if args.action == "mkdir":
             return client.files_mkdir(**where), 0
         return client.files_delete(**where, recursive=True), 0
+    if args.command == "engine":
+        if args.action == "foreign":
+            return client.engine_foreign(), 0
+        return client.engine_remove(sandbox_id=args.sandbox_id), 0
     raise AssertionError(args.command)
 
 

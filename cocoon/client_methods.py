@@ -124,6 +124,14 @@ class Methods:
         """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all; nodes: the same of each remote node's own proxy."""
         return self.call("egress.status", _params({}))
 
+    def engine_foreign(self) -> Any:
+        """Sandboxes another data directory left on the engines under this instance's name."""
+        return self.call("engine.foreign", _params({}))
+
+    def engine_remove(self, *, sandbox_id: str) -> Any:
+        """Remove what another data directory left of a sandbox: its container, workspace and network."""
+        return self.call("engine.remove", _params({"sandboxId": sandbox_id}))
+
     def files_delete(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
         """Delete a file, a symlink (not its target) or a folder (recursive for a non-empty one)."""
         return self.call(
@@ -879,6 +887,14 @@ class AsyncMethods:
     async def egress_status(self) -> Any:
         """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all; nodes: the same of each remote node's own proxy."""
         return await self.call("egress.status", _params({}))
+
+    async def engine_foreign(self) -> Any:
+        """Sandboxes another data directory left on the engines under this instance's name."""
+        return await self.call("engine.foreign", _params({}))
+
+    async def engine_remove(self, *, sandbox_id: str) -> Any:
+        """Remove what another data directory left of a sandbox: its container, workspace and network."""
+        return await self.call("engine.remove", _params({"sandboxId": sandbox_id}))
 
     async def files_delete(self, *, sandbox_id: str, path: str, recursive: bool | None = None) -> Any:
         """Delete a file, a symlink (not its target) or a folder (recursive for a non-empty one)."""

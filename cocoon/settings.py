@@ -43,6 +43,10 @@ COCOON_AUTO_INSTALL = env_bool("COCOON_AUTO_INSTALL", True)
 COCOON_WATCH_AGENTS = env_bool("COCOON_WATCH_AGENTS", True)
 SECRETS_KEY_FILE = DATA_DIR / "secrets.key"
 
+# This data directory's identity, made on its first start: every engine object cocoond makes carries it
+# (label io.cocoon.data), so objects another data directory left under the same instance name are told apart.
+COCOON_DATA_ID = read_or_create_private_file(DATA_DIR / "data-id", lambda: secrets.token_hex(8))
+
 SECRET_KEY = env_str("COCOON_SECRET_KEY") or read_or_create_private_file(
     DATA_DIR / "django-secret-key.txt", lambda: secrets.token_urlsafe(50)
 )

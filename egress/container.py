@@ -13,7 +13,7 @@ from django.conf import settings
 from egress import policy
 from egress.types import ProxyStatus
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import DriverError, ServiceSpec, ServiceState
+from sandboxes.drivers.base import DriverError, SandboxDriver, ServiceSpec, ServiceState
 from sandboxes.models import LOCAL_NODE
 from sandboxes.nodes import node_driver, ship_image
 
@@ -62,7 +62,9 @@ def ensure_proxy(node: str = LOCAL_NODE) -> ServiceState:
     with _lock(node):
         driver, tag = node_driver(node), ensure_image(node)
         proxy = driver.find_service(SERVICE)
-        if proxy is not None and (tags := driver.service_image_tags(SERVICE)) and tag not in tags:
+        # Replaced: one of an older image, and one another data directory left (its folder may be gone,
+        # and is not this one's anyway); the proxy holds nothing of its own.
+        if proxy is not None and (not _ours(proxy) or _outdated(driver, tag)):
             driver.remove_service(SERVICE)
             proxy = None
         if proxy is None:
@@ -72,6 +74,16 @@ def ensure_proxy(node: str = LOCAL_NODE) -> ServiceState:
             policy.forget_ack(node)
             proxy = driver.start_service(SERVICE)
         return proxy
+
+
+def _ours(proxy: ServiceState) -> bool:
+    """Made by this data directory: another's serves a policy from that one's folder, not this one's."""
+    return proxy.data == settings.COCOON_DATA_ID
+
+
+def _outdated(driver: SandboxDriver, tag: str) -> bool:
+    tags = driver.service_image_tags(SERVICE)
+    return bool(tags) and tag not in tags
 
 
 def attach(network: str, node: str = LOCAL_NODE) -> str:
@@ -113,12 +125,12 @@ def restart_proxy() -> None:
 
 def proxy_running(node: str = LOCAL_NODE) -> bool:
     proxy = node_driver(node).find_service(SERVICE)
-    return proxy is not None and proxy.running
+    return proxy is not None and proxy.running and _ours(proxy)
 
 
 def proxy_status() -> ProxyStatus:
     proxy = get_driver().find_service(SERVICE)
-    running = proxy is not None and proxy.running
+    running = proxy is not None and proxy.running and _ours(proxy)
     current = policy.current() or {}
     # Only an ack written since the container (re)started counts (the engine may restart it itself).
     since = proxy.started_at if proxy is not None and running else None

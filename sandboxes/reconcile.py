@@ -6,17 +6,27 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events
+from cocoon.actors import Actor
+from cocoon.errors import NotFound
 from sandboxes.baseline import CLONE_TIMEOUT_S
 from sandboxes.choices import SandboxState
+from sandboxes.drivers.base import DriverError
 from sandboxes.models import POOL_REMOVING, Sandbox
 from sandboxes.nodes import node_driver, reachable_nodes
 from sandboxes.services import apply_state, discard, remove_member
+from sandboxes.types import ForeignSandbox
 
 logger = logging.getLogger(__name__)
+
+activity.register_messages(
+    {"engine.removed": _("What another data directory (%(data)s) left of sandbox %(id)s was removed.")}
+)
 
 # Longer than any create takes (the clone is its longest part): a row still creating after this has lost
 # the process that made it.
@@ -69,12 +79,47 @@ def reconcile_node(node: str) -> int:
     engine = driver.list_ids()
     known = set(Sandbox.objects.values_list("id", flat=True))
     orphans = engine - known
-    if orphans:  # and still there: a delete under way when the engine was listed removes its row last
-        orphans &= driver.list_ids()
+    if orphans:  # and still there: a delete under way when the engine was listed removes its row last;
+        # and this data directory's (or made before data ids): another's are left for an admin to judge.
+        still = driver.owners()
+        orphans = {orphan for orphan in orphans if orphan in still and not foreign(still[orphan])}
     for orphan in orphans:
         logger.warning("removing orphaned sandbox objects of %s", orphan)
         driver.remove(orphan)
     return changed
+
+
+def foreign(data: str) -> bool:
+    """Whether objects labelled with this data directory id are another data directory's: never
+    removed by reconcile (their workspace is someone's work), listed by foreign_sandboxes() instead.
+    Objects made before data ids ("") are this one's, as they always were."""
+    return data not in ("", settings.COCOON_DATA_ID)
+
+
+def foreign_sandboxes() -> list[ForeignSandbox]:
+    """Sandboxes another data directory left on the engines under this instance's name (no row here)."""
+    found, known = [], set(Sandbox.objects.values_list("id", flat=True))
+    for node in reachable_nodes():
+        try:
+            owners = node_driver(node).owners()
+        except DriverError:
+            logger.warning("could not list the sandboxes of node %s", node, exc_info=True)
+            continue
+        found += [
+            ForeignSandbox(sandbox_id=sandbox_id, node=node, data=data)
+            for sandbox_id, data in sorted(owners.items())
+            if foreign(data) and sandbox_id not in known
+        ]
+    return found
+
+
+def remove_foreign(sandbox_id: str, *, actor: Actor) -> None:
+    """Remove what another data directory left of a sandbox (its container, workspace, network)."""
+    left = next((each for each in foreign_sandboxes() if each.sandbox_id == sandbox_id), None)
+    if left is None:
+        raise NotFound(_("No sandbox %(id)s of another data directory is on the engines."), id=sandbox_id)
+    node_driver(left.node).remove(sandbox_id)
+    activity.record("engine.removed", {"id": sandbox_id, "data": left.data}, actor=actor)
 
 
 def set_missing(sandbox: Sandbox, reason: str) -> None:

@@ -24,7 +24,15 @@ from sandboxes.drivers.base import ExecResult
 from sandboxes.images import ImageStatus
 from sandboxes.models import LOCAL_NODE, Node, Sandbox
 from sandboxes.placement import Room
-from sandboxes.types import FileContent, FileEntry, GitStatus, PatchResult, PullRequest, ToolboxStatus
+from sandboxes.types import (
+    FileContent,
+    FileEntry,
+    ForeignSandbox,
+    GitStatus,
+    PatchResult,
+    PullRequest,
+    ToolboxStatus,
+)
 
 SANDBOX_ID = string(pattern="^sb_[a-z0-9]+$", maxLength=40)
 SANDBOX_BY_ID = obj({"sandboxId": SANDBOX_ID}, required=("sandboxId",))
@@ -300,3 +308,11 @@ def serialize_node(node: Node, used: Room | None = None) -> dict[str, Any]:
         "checkedAt": node.checked_at.isoformat() if node.checked_at else None,
         "createdAt": node.created_at.isoformat(),
     }
+
+
+# What another data directory left on an engine: data is that directory's id (the label io.cocoon.data).
+FOREIGN_SANDBOX = obj({"sandboxId": STRING, "node": STRING, "data": STRING})
+
+
+def serialize_foreign_sandbox(left: ForeignSandbox) -> dict[str, Any]:
+    return {"sandboxId": left.sandbox_id, "node": left.node, "data": left.data}

@@ -7,10 +7,12 @@ from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import config
+from cocoon.errors import interpolate_lazy
 from cocoon.setup import register_check
 from sandboxes.choices import Capability
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError
+from sandboxes.reconcile import foreign_sandboxes
 
 logger = logging.getLogger(__name__)
 
@@ -119,3 +121,16 @@ def ensure_on_start() -> None:
     except Exception:
         # The engine may be down; cocoond serves anyway and the checklist shows what is missing.
         logger.exception("sandbox setup at start-up failed")
+
+
+@register_check("leftovers", _("Sandboxes of another data directory"))
+def _leftovers() -> tuple[bool, Any]:
+    """Informational: what another data directory left is never removed without an admin's say, and
+    keeps nothing of this one from working (ok either way)."""
+    left = foreign_sandboxes()
+    if not left:
+        return True, _("None: every sandbox on the engines is this data directory's.")
+    return True, interpolate_lazy(
+        _("Kept, left by another data directory: %(list)s. Remove each with `cocoon engine remove <id>`."),
+        {"list": ", ".join(f"{each.sandbox_id} (node {each.node}, data {each.data})" for each in left)},
+    )

@@ -59,3 +59,12 @@ class ToolboxStatus:
     packages: list[str]  # the settings' package list
     versions: dict[str, str]
     prepared_at: str | None
+
+
+@dataclass(frozen=True)
+class ForeignSandbox:
+    """A sandbox another data directory left on an engine under this instance's name."""
+
+    sandbox_id: str
+    node: str
+    data: str  # that data directory's id (io.cocoon.data)

@@ -140,6 +140,7 @@ class ServiceState:
     address: str | None  # on the "outbound" network
     addresses: dict[str, str] = field(default_factory=dict)  # network name -> its address there
     started_at: float | None = None  # epoch seconds, while running
+    data: str = ""  # the data directory that made it (DATA_LABEL); "" if made before data ids
 
 
 class TtySession(abc.ABC):
@@ -176,8 +177,15 @@ def object_name(*parts: str) -> str:
     return "-".join((settings.COCOON_INSTANCE, *parts))
 
 
+DATA_LABEL = "io.cocoon.data"  # the data directory that made an object (settings.COCOON_DATA_ID)
+
+
 def labels(kind: str, sandbox_id: str | None = None) -> dict[str, str]:
-    marked = {"io.cocoon.instance": settings.COCOON_INSTANCE, "io.cocoon.kind": kind}
+    marked = {
+        "io.cocoon.instance": settings.COCOON_INSTANCE,
+        "io.cocoon.kind": kind,
+        DATA_LABEL: settings.COCOON_DATA_ID,
+    }
     if sandbox_id:
         marked["io.cocoon.sandbox"] = sandbox_id
     return marked
@@ -308,6 +316,11 @@ class SandboxDriver(abc.ABC):
     @abc.abstractmethod
     def list_ids(self) -> set[str]:
         """Ids of every sandbox of this instance the engine holds."""
+
+    def owners(self) -> dict[str, str]:
+        """list_ids() with the data directory each sandbox's objects carry ("" if made before data ids).
+        A driver that keeps no labels holds only this data directory's sandboxes."""
+        return dict.fromkeys(self.list_ids(), settings.COCOON_DATA_ID)
 
     @abc.abstractmethod
     def exec(

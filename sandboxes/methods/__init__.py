@@ -1,3 +1,3 @@
 """RPC methods of sandboxes; importing this package registers them."""
 
-from sandboxes.methods import lifecycle, nodes, workspace  # noqa: F401
+from sandboxes.methods import engine, lifecycle, nodes, workspace  # noqa: F401

@@ -14,6 +14,7 @@ from sandboxes.drivers.base import (
     AGENT_UID,
     AGENT_USER,
     BASELINE_LABEL,
+    DATA_LABEL,
     STATUS_DIR,
     TOOLBOX,
     WORKSPACE,
@@ -215,6 +216,9 @@ class DockerDriver(DockerNetworks, DockerImages, DockerExec):
             return EngineState(state=SandboxState.MISSING)
 
     def list_ids(self) -> set[str]:
+        return set(self.owners())
+
+    def owners(self) -> dict[str, str]:
         instance = labels("sandbox")["io.cocoon.instance"]
         # ignore_removed: the SDK inspects each listed container; one deleted meanwhile is no orphan.
         containers = self._client.containers.list(
@@ -223,13 +227,15 @@ class DockerDriver(DockerNetworks, DockerImages, DockerExec):
             ignore_removed=True,
         )
         volumes = self._client.volumes.list(filters={"label": f"io.cocoon.instance={instance}"})
-        ids = {container.labels["io.cocoon.sandbox"] for container in containers}
-        ids |= {
-            volume.attrs["Labels"]["io.cocoon.sandbox"]
-            for volume in volumes
-            if "io.cocoon.sandbox" in (volume.attrs["Labels"] or {})
+        # A sandbox's objects were made together: any one of them says which data directory made it.
+        marked = [network.attrs["Labels"] for network in self._sandbox_networks()]
+        marked += [volume.attrs["Labels"] or {} for volume in volumes]
+        marked += [container.labels for container in containers]
+        return {
+            each["io.cocoon.sandbox"]: each.get(DATA_LABEL, "")
+            for each in marked
+            if "io.cocoon.sandbox" in each
         }
-        return ids | {network.attrs["Labels"]["io.cocoon.sandbox"] for network in self._sandbox_networks()}
 
     # -- files ----------------------------------------------------------------------------------
 

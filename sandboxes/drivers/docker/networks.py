@@ -15,7 +15,7 @@ from django.conf import settings
 from docker.errors import APIError, NotFound
 
 from sandboxes.choices import NetworkMode
-from sandboxes.drivers.base import DriverError, ServiceSpec, ServiceState, labels, object_name
+from sandboxes.drivers.base import DATA_LABEL, DriverError, ServiceSpec, ServiceState, labels, object_name
 from sandboxes.drivers.docker.engine import DockerEngine, driver_error, network_addresses
 
 # Each sandbox network is this small: the sandbox, the egress proxy, the engine's gateway.
@@ -159,6 +159,7 @@ class DockerNetworks(DockerEngine):
             address=addresses.get(self._network_name("outbound") or ""),
             addresses=addresses,
             started_at=_started_at(container) if running else None,
+            data=container.labels.get(DATA_LABEL, ""),
         )
 
     def _scratch(self, spec: ServiceSpec) -> dict[str, str]:

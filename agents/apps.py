@@ -6,7 +6,7 @@ class AgentsConfig(AppConfig):
     name = "agents"
 
     def ready(self) -> None:
-        from agents import poller
+        from agents import poller, setup  # noqa: F401 - setup registers the checklist item
         from sandboxes import signals
 
         signals.stopping.connect(poller.take_last_screens, dispatch_uid="agents.last_screens")

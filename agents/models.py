@@ -50,6 +50,8 @@ class Agent(models.Model):
     status_source = models.CharField(
         max_length=10, choices=StatusSource.choices, default=StatusSource.HEURISTIC
     )
+    # Why an `error`: the CLI hook's word (rate_limit, authentication_failed, ...) or an ErrorReason.
+    status_reason = models.CharField(max_length=40, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     exit_reason = models.CharField(max_length=20, choices=ExitReason.choices, blank=True)
     # What it was started with, so that a resume gets the same providers and model (not the call's
@@ -74,6 +76,7 @@ class Agent(models.Model):
     screen_hash = models.CharField(max_length=64, blank=True)
     screen_indicator = models.BooleanField(default=False)
     screen_question = models.CharField(max_length=300, blank=True)
+    screen_error = models.CharField(max_length=40, blank=True)  # the ErrorReason the screen showed
     # The last screen the poller saw and the lines above it (bounded): agent.read of an agent that is
     # gone answers with these, marked as the last known screen.
     last_screen = models.TextField(blank=True)

@@ -241,7 +241,7 @@ def _observe(
         created_at=agent.created_at.timestamp(),
         last_input_at=agent.last_input_at.timestamp() if agent.last_input_at else None,
         last_change_at=agent.last_activity_at.timestamp(),
-        screen=rules.ScreenFacts(agent.screen_indicator, agent.screen_question),
+        screen=rules.ScreenFacts(agent.screen_indicator, agent.screen_question, agent.screen_error),
     )
     exit_code = rules.parse_exit_code(code)
     report, cli_session = split_report(hook)
@@ -260,11 +260,20 @@ def _observe(
     if screen and screen != agent.screen_hash:
         fields |= {"screen_hash": screen, "last_activity_at": now}
     if facts is not None:
-        fields |= {"screen_indicator": facts.indicator, "screen_question": facts.question[:300]}
+        fields |= {
+            "screen_indicator": facts.indicator,
+            "screen_question": facts.question[:300],
+            "screen_error": facts.error,
+        }
     if decision.status == AgentStatus.EXITED:
         return _ended(agent, decision, boot, fields)
     before = (agent.status, agent.status_source)
-    fields |= {"status": decision.status, "status_source": decision.source, "rule": decision.rule}
+    fields |= {
+        "status": decision.status,
+        "status_source": decision.source,
+        "rule": decision.rule,
+        "status_reason": decision.reason,
+    }
     dirty = [name for name, value in fields.items() if getattr(agent, name) != value]
     if not dirty:  # the steady state writes nothing
         return False

@@ -36,6 +36,8 @@ AGENT = obj(
         "statusSource": enum(*StatusSource.values),
         "statusSince": TIMESTAMP,
         "rule": enum(*StatusRule.values),  # which rule decided the status (agent.explain says more)
+        # Why an `error` (null otherwise): an ErrorReason, or the CLI hook's own word (rate_limit, ...).
+        "statusReason": nullable(STRING),
         "screenTail": STRING,  # the last lines of the last screen seen (up to 5, each cut to 200)
         "exitCode": nullable(INTEGER),
         "exitReason": nullable(enum(*ExitReason.values)),
@@ -105,6 +107,7 @@ def serialize_agent(agent: Agent) -> dict[str, Any]:
         "statusSource": agent.status_source,
         "statusSince": agent.status_at.isoformat(),
         "rule": agent.rule,
+        "statusReason": (agent.status_reason or None) if agent.status == AgentStatus.ERROR else None,
         "screenTail": screen_tail(agent.last_screen),
         "exitCode": agent.exit_code,
         "exitReason": agent.exit_reason or None,

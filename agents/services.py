@@ -55,6 +55,7 @@ RULE_MESSAGES = {
     StatusRule.SANDBOX_STOPPED: _("Its sandbox was stopped through cocoon."),
     StatusRule.SESSION_ENDED: _("Its tmux session has ended."),
     StatusRule.HOOK: _("Its own hook reported this status %(age)s s ago."),
+    StatusRule.ERROR_ON_SCREEN: _("Its turn ended, and the screen shows why it failed (%(detail)s)."),
     StatusRule.FOREGROUND_PROCESS: _("The command %(detail)s runs in the foreground."),
     StatusRule.SHELL_PROMPT: _("The shell waits at its prompt: no command runs in the foreground."),
     StatusRule.QUESTION: _("A known question stands still on the screen (pattern %(detail)s)."),

@@ -3,7 +3,9 @@
 Precedence: an ended session; hook reports (only those newer than the last input, and a hook's
 `working` only while the screen moves or shows the working indicator); a known question standing
 still on the screen; for shells the foreground process; then the screen: the working indicator, a
-start-up grace, a moving screen, and quiet — `done` after a task, `idle` before any.
+start-up grace, a moving screen, and quiet — `done` after a task, `idle` before any. A turn that failed
+is never `done`: the CLI's hook says `error` (Claude Code's StopFailure), or a `done` comes with a known
+error standing on the screen (ERROR_SCREENS: Claude Code's "Not logged in", an "API Error:").
 """
 
 import dataclasses
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 
 import regex
 
-from agents.choices import AgentStatus, StatusRule, StatusSource
+from agents.choices import AgentStatus, ErrorReason, StatusRule, StatusSource
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +30,25 @@ SCREEN_BUDGET_S = 0.3  # all of one screen's patterns together; a pattern out of
 HOOK_REPORT_MAX = 100  # "<status> <epoch seconds>" is far shorter
 EXIT_CODE_MAX = 255  # the wrapper records the shell's $?
 # What cocoon-status may report: never `exited` (that is the session's to say) nor `unknown`.
-HOOK_STATUSES = {AgentStatus.WORKING, AgentStatus.BLOCKED, AgentStatus.DONE, AgentStatus.IDLE}
+HOOK_STATUSES = {
+    AgentStatus.WORKING,
+    AgentStatus.BLOCKED,
+    AgentStatus.DONE,
+    AgentStatus.IDLE,
+    AgentStatus.ERROR,
+}
+# An `error` report may name why ("error:rate_limit"): the CLI's own word, of this form only.
+HOOK_REASON = regex.compile(r"[a-z_]{1,40}")
+# What the CLIs print when a turn ends on an error (the bottom lines only, like questions): a `done`
+# with one of these standing on the screen is an error. Claude Code: "Invalid API key · Please run
+# /login", "Not logged in · Please run /login", "Please run /login · API Error: 401 ...", "API Error: 529
+# ..." (its retries say "API error · Retrying", and it works meanwhile); Codex: "■ unexpected status 401".
+ERROR_SCREENS = (
+    (ErrorReason.INVALID_API_KEY, regex.compile(r"Invalid API key\b")),
+    (ErrorReason.NOT_LOGGED_IN, regex.compile(r"Not logged in\b|Please run /login\b")),
+    (ErrorReason.API_ERROR, regex.compile(r"\bAPI Error: \d{3}\b")),
+    (ErrorReason.API_ERROR, regex.compile(r"^\s*■ .*(?:unexpected status \d{3}|error)", regex.MULTILINE)),
+)
 SETTLE_S = 3  # a moving screen must be still this long before working becomes done or idle
 HOOK_FRESHNESS_S = 15  # a hook's `working` with a quiet screen and no indicator this long hands over
 STARTUP_GRACE_S = 10  # a just-started CLI draws its first screens: no settling to idle/done yet
@@ -71,6 +91,7 @@ class ScreenFacts:
 
     indicator: bool = False
     question: str = ""  # the blocked pattern that matched, "" for none
+    error: str = ""  # the ErrorReason of an error screen (ERROR_SCREENS) that matched, "" for none
     timed_out: tuple[str, ...] = ()  # patterns that ran out of time (counted as no match)
 
 
@@ -95,7 +116,8 @@ def read_screen(rules: ScreenRules, text: str) -> ScreenFacts:
 
     question = next((p.pattern for p in rules.blocked if found(p)), "")
     indicator = rules.working is not None and found(rules.working)
-    return ScreenFacts(indicator=indicator, question=question, timed_out=tuple(timed_out))
+    error = next((reason for reason, pattern in ERROR_SCREENS if found(pattern)), "")
+    return ScreenFacts(indicator=indicator, question=question, error=error, timed_out=tuple(timed_out))
 
 
 @dataclass(frozen=True)
@@ -127,22 +149,32 @@ class Decision:
     rule: str
     detail: str = ""  # the pattern, command or hook report the rule looked at
     exit_code: int | None = None
+    reason: str = ""  # why an `error`: the hook's word or the ErrorReason of the screen
     # Seconds after which the same screen may decide otherwise (a rule that counts quiet time): the
     # watcher looks again then, as nothing in the sandbox will give a sign for time passing.
     recheck_s: float | None = None
 
 
 def parse_hook(report: str) -> tuple[str, float] | None:
-    """ "<status> <epoch seconds>" as cocoon-status writes it; None for anything else."""
+    """ "<status> <epoch seconds>" as cocoon-status writes it ("error:<reason>" for a failed turn): the
+    status and the time; None for anything else."""
     if len(report) > HOOK_REPORT_MAX:
         return None
-    status, _sep, stamp = report.strip().partition(" ")
+    token, _sep, stamp = report.strip().partition(" ")
+    status, colon, reason = token.partition(":")
+    if colon and (status != AgentStatus.ERROR or not HOOK_REASON.fullmatch(reason)):
+        return None
     try:
         at = float(stamp)
     except ValueError:
         return None
     # nan never compares, inf always does: neither is a time.
     return (status, at) if status in HOOK_STATUSES and math.isfinite(at) and at >= 0 else None
+
+
+def hook_reason(report: str) -> str:
+    """What an `error` report says of why ("" if nothing): parse_hook has vouched for its form."""
+    return report.strip().partition(" ")[0].partition(":")[2]
 
 
 def parse_exit_code(text: str) -> int | None:
@@ -160,12 +192,28 @@ def hook_counts(memory: Memory, report: tuple[str, float] | None) -> bool:
 
 
 def decide(rules: ScreenRules, memory: Memory, seen: Observation, now: float) -> Decision:
-    decision = _decide(rules, memory, seen, now)
+    decision = _failed(_decide(rules, memory, seen, now), seen.screen or memory.screen)
     # A question that just appeared blocks once it has stood still: look again soon.
     question = (seen.screen or memory.screen).question and seen.screen is not None
     if question and decision.status != AgentStatus.EXITED:
         recheck = min(decision.recheck_s or QUESTION_RECHECK_S, QUESTION_RECHECK_S)
         return dataclasses.replace(decision, recheck_s=recheck)
+    return decision
+
+
+def _failed(decision: Decision, screen: ScreenFacts) -> Decision:
+    """A turn that ended on an error is no `done`: an error the hook reported, with its reason, or an
+    error screen standing where a done would be."""
+    if decision.status == AgentStatus.ERROR:
+        return dataclasses.replace(decision, reason=hook_reason(decision.detail) or ErrorReason.API_ERROR)
+    if decision.status == AgentStatus.DONE and screen.error:
+        return Decision(
+            AgentStatus.ERROR,
+            StatusSource.HEURISTIC,
+            StatusRule.ERROR_ON_SCREEN,
+            screen.error,
+            reason=screen.error,
+        )
     return decision
 
 

@@ -20,8 +20,8 @@ EVENTS_PANE = re.compile(rb"cocoon-events (%[0-9]{1,9})")
 # A hook report on the events pane as cocoon-status writes it ("<agent> <status> <epoch> [<CLI session>]"),
 # after tmux's control-mode escaping (a line ends in \015\012); anything else there is only a sign.
 REPORT = re.compile(
-    rb"(ag_[a-z0-9]{1,36}) ((?:working|blocked|done|idle) [0-9]{1,12}(?:\.[0-9]{1,9})?"
-    rb"(?: [0-9a-f][0-9a-f-]{0,63})?)"
+    rb"(ag_[a-z0-9]{1,36}) ((?:working|blocked|done|idle|error(?::[a-z_]{1,40})?)"
+    rb" [0-9]{1,12}(?:\.[0-9]{1,9})?(?: [0-9a-f][0-9a-f-]{0,63})?)"
 )
 REPORTS_MAX = 16  # reports taken from one %output line
 ANSWER_MAX = (MAX_EXEC_OUTPUT // 3 + 1) * 4  # base64 characters of a poll's report: as much as an exec's

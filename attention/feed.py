@@ -36,7 +36,12 @@ from usage.budgets import describe
 
 logger = logging.getLogger(__name__)
 
-AGENT_KINDS = (AttentionKind.AGENT_BLOCKED, AttentionKind.AGENT_DONE, AttentionKind.AGENT_EXITED)
+AGENT_KINDS = (
+    AttentionKind.AGENT_BLOCKED,
+    AttentionKind.AGENT_DONE,
+    AttentionKind.AGENT_FAILED,
+    AttentionKind.AGENT_EXITED,
+)
 TASK_KINDS = {TaskStatus.REVIEW: AttentionKind.TASK_REVIEW, TaskStatus.FAILED: AttentionKind.TASK_FAILED}
 # Ended by a person through cocoon: nothing to tell them.
 OWN_ENDINGS = {ExitReason.KILLED, ExitReason.SANDBOX_STOPPED}
@@ -131,6 +136,8 @@ def _agent_kind(agent: dict[str, Any]) -> str | None:
         return AttentionKind.AGENT_BLOCKED
     if status == AgentStatus.DONE:
         return AttentionKind.AGENT_DONE
+    if status == AgentStatus.ERROR:
+        return AttentionKind.AGENT_FAILED
     return AttentionKind.AGENT_EXITED if ended_unexpectedly(agent) else None
 
 
@@ -172,6 +179,8 @@ def on_agent(event: Event) -> None:
     params: dict[str, Any] = {"agent": agent.id, "profile": agent.profile, "sandbox": agent.sandbox.name}
     if kind == AttentionKind.AGENT_EXITED:
         params |= {"reason": agent.exit_reason, "code": agent.exit_code}
+    if kind == AttentionKind.AGENT_FAILED:
+        params |= {"why": agent.status_reason}
     where = {"sandbox_id": agent.sandbox_id, "agent_id": agent.id}
     item = open_item(kind, agent.id, params=params, detail=_agent_detail(kind, agent), **where)
     if item.answered_at and datetime.fromisoformat(event["at"]) > item.answered_at + ASKED_AGAIN_AFTER:

@@ -14,6 +14,7 @@ ITEM_ID = string(pattern="^at_[a-z0-9]+$", maxLength=40)
 TITLES = {
     AttentionKind.AGENT_BLOCKED: _("Agent %(agent)s (%(profile)s) in %(sandbox)s waits for an answer."),
     AttentionKind.AGENT_DONE: _("Agent %(agent)s (%(profile)s) in %(sandbox)s is done."),
+    AttentionKind.AGENT_FAILED: _("Agent %(agent)s (%(profile)s) in %(sandbox)s failed: %(fix)s"),
     AttentionKind.AGENT_EXITED: _(
         "Agent %(agent)s (%(profile)s) in %(sandbox)s ended (%(reason)s, code %(code)s)."
     ),
@@ -23,6 +24,31 @@ TITLES = {
     AttentionKind.SETUP: _("The setup checklist is not ok: %(checks)s."),
     AttentionKind.BUDGET: _("The budget of %(scope)s %(subject)s is %(state)s."),
 }
+# What a failed agent's item says went wrong and what to do, by its statusReason (the CLI hook's word or
+# agents.choices.ErrorReason).
+NOT_LOGGED_IN = _(
+    "it is not logged in to its provider: add the provider's key in Settings → Providers (or the "
+    "secret its profile names), then spawn it again."
+)
+FIXES = {
+    "not_logged_in": NOT_LOGGED_IN,
+    "invalid_api_key": NOT_LOGGED_IN,
+    "authentication_failed": NOT_LOGGED_IN,
+    "rate_limit": _("its provider is rate limiting it: send it the task again once the limit has passed."),
+    "billing_error": _("its provider's account cannot pay for the request: check its plan and billing."),
+    "server_error": _("its provider answered with a server error: send it the task again later."),
+    "api_error": _("its provider answered with an error (its screen shows which): try again later."),
+    "invalid_request": _("its provider refused the request as invalid (its screen shows why)."),
+    "max_output_tokens": _("its answer was cut off at the output limit: ask it to go on."),
+}
+OTHER_FAILURE = _("its turn ended on an error (%(why)s): its screen shows which.")
+
+
+def fix_of(why: str) -> str:
+    """What a failed agent's item says to do, in the active language."""
+    return str(FIXES[why]) if why in FIXES else str(OTHER_FAILURE) % {"why": why}
+
+
 ITEM = obj(
     {
         "id": STRING,
@@ -60,7 +86,10 @@ DELIVERY = obj(
 def render_title(item: Item, language: str) -> str:
     with translation.override(language):
         try:
-            title: str = str(TITLES[AttentionKind(item.kind)]) % item.params
+            params = item.params
+            if item.kind == AttentionKind.AGENT_FAILED:
+                params = params | {"fix": fix_of(str(params.get("why", "")))}
+            title: str = str(TITLES[AttentionKind(item.kind)]) % params
         except (KeyError, TypeError, ValueError):
             title = item.kind
         return title

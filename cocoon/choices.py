@@ -35,6 +35,7 @@ class AttentionKind(models.TextChoices):
 
     AGENT_BLOCKED = "agent_blocked", "agent blocked"  # it waits for a decision (its question shown)
     AGENT_DONE = "agent_done", "agent done"  # it finished its task and waits for the next
+    AGENT_FAILED = "agent_failed", "agent failed"  # its turn ended on an error: it did not do its task
     AGENT_EXITED = "agent_exited", "agent exited"  # with a non-zero code, or for a reason not its own
     TASK_REVIEW = "task_review", "task needs review"
     TASK_FAILED = "task_failed", "task failed"

@@ -12,6 +12,7 @@ from cocoon.i18n import LANGUAGES
 CLOSING_REASONS: dict[str, Any] = {
     "step_exit": _("Step %(step)s: the agent exited with code %(code)s."),
     "step_timeout": _("Step %(step)s did not finish within %(timeout)s s."),
+    "step_failed": _("Step %(step)s: the agent's turn failed (%(why)s); its screen ended with: %(screen)s"),
     "sandbox_gone": _("The task's sandbox %(sandbox)s is gone or not running."),
     "no_report": _("The last step wrote no report to %(path)s."),
     "report_not_json": _("The report %(path)s is not valid JSON: %(problem)s."),

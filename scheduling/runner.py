@@ -21,6 +21,7 @@ from agents import poller
 from agents import services as agents
 from agents.choices import AgentStatus
 from agents.models import Agent
+from agents.schemas import screen_tail
 from cocoon import activity
 from cocoon.actors import SYSTEM_ACTOR
 from cocoon.errors import CocoonError, InternalError, NotFound
@@ -60,7 +61,8 @@ grep -qsx '/.cocoon/' .git/info/exclude || echo '/.cocoon/' >> .git/info/exclude
 
 
 # The failures of a step that something outside the run can explain (its agent refused, then ending).
-STEP_FAILURES = {"step_exit", "step_timeout", "no_report", "report_not_json", "report_invalid"}
+STEP_FAILURES = {"step_exit", "step_failed", "step_timeout", "no_report", "report_not_json", "report_invalid"}
+FAILED_SCREEN_LINES = 3  # of a failed agent's screen, in its task's reason: what it said went wrong
 _explanations: list[Callable[[Task], dict[str, Any] | None]] = []
 
 
@@ -233,6 +235,9 @@ class Run:
         if agent.status == AgentStatus.EXITED and agent.exit_code != 0:
             code = "?" if agent.exit_code is None else agent.exit_code
             raise StepFailed(closing_reason("step_exit", step=index + 1, code=code))
+        if agent.status == AgentStatus.ERROR:  # not logged in, an API error: the step did not happen
+            why, screen = agent.status_reason or "?", screen_tail(agent.last_screen, FAILED_SCREEN_LINES)
+            raise StepFailed(closing_reason("step_failed", step=index + 1, why=why, screen=screen))
         if agent.status == AgentStatus.DONE:
             agents.kill_agent(agent.id, actor=SYSTEM_ACTOR)  # finished: its session is of no more use
         state |= {
@@ -257,12 +262,12 @@ class Run:
             self._save()  # heartbeat; raises Abandoned after a cancel
             self._require_sandbox()
             blocked = state["status"] == StepStatus.BLOCKED
-            until: list[str] = [AgentStatus.DONE, AgentStatus.EXITED]
+            until: list[str] = [AgentStatus.DONE, AgentStatus.ERROR, AgentStatus.EXITED]
             until += [AgentStatus.WORKING, AgentStatus.IDLE] if blocked else [AgentStatus.BLOCKED]
             agent = poller.wait_for(agent_id, until, min(remaining, HEARTBEAT_S))
             if agent.status not in until:  # not yet: the heartbeat, then wait again
                 continue
-            if agent.status in {AgentStatus.DONE, AgentStatus.EXITED}:
+            if agent.status in {AgentStatus.DONE, AgentStatus.ERROR, AgentStatus.EXITED}:
                 return agent
             if agent.status == AgentStatus.BLOCKED:
                 state["status"] = StepStatus.BLOCKED

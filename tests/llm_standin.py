@@ -73,9 +73,13 @@ class AnthropicStandIn:
         tool: str = "Bash",
         tool_input: dict | None = None,
         hold: threading.Event | None = None,
+        fail: tuple[int, str] | None = None,
     ) -> None:
         self.requests: list[dict] = []
         self.usage: list[dict[str, int]] = []  # what each message answer reported, in the meter's terms
+        # Given (status, error type), every message is refused the way the real API refuses it:
+        # (401, "authentication_error"), (429, "rate_limit_error"), (529, "overloaded_error").
+        self.fail = fail
         self.tool = tool
         self.tool_input = tool_input or {"command": command, "description": "Run the requested command"}
         self.trigger = trigger  # a prompt holding this asks for the tool call
@@ -105,6 +109,10 @@ class AnthropicStandIn:
                 owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": payload})
                 if "/count_tokens" in self.path:
                     owner._json(self, 200, {"input_tokens": 10})
+                elif self.path.startswith("/v1/messages") and owner.fail:
+                    status, kind = owner.fail
+                    error = {"type": "error", "error": {"type": kind, "message": f"stand-in: {kind}"}}
+                    owner._json(self, status, error)
                 elif self.path.startswith("/v1/messages"):
                     time.sleep(owner.delay)
                     owner._message(self, payload, reply)

@@ -93,3 +93,25 @@ def test_a_resume_picks_up_exactly_the_cli_session_when_the_profile_says_how():
     changed = call("profile.update", name="codex", resumeSessionCommand=[])
     assert changed["resumeSessionCommand"] == []
     assert resume_command(get_profile("codex"), "019a-beef") == ["codex", "resume", "--last"]
+
+
+@pytest.mark.django_db
+def test_the_checklist_names_each_profile_whose_provider_has_no_key_until_one_is_set():
+    from agents.setup import profiles_without_provider
+    from cocoon import setup, vault
+    from cocoon.actors import SYSTEM_ACTOR
+
+    def providers_item():
+        return next(result for result in setup.run_checks() if result.check.key == "providers")
+
+    missing = {profile.name for profile in profiles_without_provider()}
+    assert {"claude-code", "codex"} <= missing
+    item = providers_item()
+    assert item.ok is False
+    assert "claude-code (ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN)" in str(item.detail)
+    vault.set_secret("ANTHROPIC_API_KEY", "sk-ant-checklist-0123456789", actor=SYSTEM_ACTOR)
+    missing = {profile.name for profile in profiles_without_provider()}
+    assert "claude-code" not in missing
+    assert "codex" in missing
+    vault.set_secret("OPENAI_API_KEY", "sk-openai-checklist-0123456789", actor=SYSTEM_ACTOR)
+    assert providers_item().ok is True

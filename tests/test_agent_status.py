@@ -145,3 +145,51 @@ def test_every_captured_screen_is_classified_as_labelled():
     tally, wrong = corpus.accuracy(CORPUS)
     print(corpus.report(tally))  # shown with -s or -rA
     assert not wrong, "\n".join([corpus.report(tally), *wrong])
+
+
+# -- failed turns: never done (issue #37) -------------------------------------------------------------
+
+
+def test_a_hook_that_reports_a_failed_turn_gives_error_with_the_clis_reason():
+    seen = Observation(alive=True, hook=f"error:authentication_failed {NOW}")
+    decision = decide(CLAUDE, memory(changed=NOW - 10), seen, NOW)
+    assert (decision.status, decision.source, decision.reason) == ("error", "hook", "authentication_failed")
+    bare = decide(CLAUDE, memory(changed=NOW - 10), Observation(alive=True, hook=f"error {NOW}"), NOW)
+    assert (bare.status, bare.reason) == ("error", "api_error")
+
+
+def test_a_done_with_an_error_standing_on_the_screen_is_an_error():
+    screen = "> write hello.txt\n  ⎿  Not logged in · Please run /login\n\n> \n  ? for shortcuts"
+    facts = read_screen(CLAUDE, screen)
+    assert facts.error == "not_logged_in"
+    by_hook = decide(
+        CLAUDE, memory(changed=NOW - 10, screen=facts), Observation(alive=True, hook=f"done {NOW}"), NOW
+    )
+    assert (by_hook.status, by_hook.rule, by_hook.reason) == ("error", "error_on_screen", "not_logged_in")
+    quiet = decide(CLAUDE, memory(changed=NOW - 10, screen=facts), QUIET, NOW)
+    assert (quiet.status, quiet.reason) == ("error", "not_logged_in")
+    api = read_screen(
+        CLAUDE, '> hi\n  ⎿  API Error: 529 {"type":"error","error":{"type":"overloaded_error"}}\n> '
+    )
+    assert api.error == "api_error"
+
+
+def test_an_error_on_screen_does_not_stop_a_working_or_blocked_agent():
+    # Claude Code prints its retries ("API Error ... Retrying in 5 seconds") while it goes on working.
+    facts = ScreenFacts(indicator=True, error="api_error")
+    assert decide(CLAUDE, memory(screen=facts), QUIET, NOW).status == "working"
+    asking = ScreenFacts(question="Do you want to proceed", error="api_error")
+    assert decide(CLAUDE, memory(changed=NOW - 10, screen=asking), QUIET, NOW).status == "blocked"
+
+
+def test_hook_reports_with_a_reason_are_parsed_strictly():
+    from agents.status import parse_hook
+
+    assert parse_hook(f"error:rate_limit {NOW}") == ("error", NOW)
+    for bad in (
+        f"done:rate_limit {NOW}",
+        f"error:Rate-Limit {NOW}",
+        f"error:{'x' * 41} {NOW}",
+        f"error: {NOW}",
+    ):
+        assert parse_hook(bad) is None, bad

@@ -233,3 +233,26 @@ def test_claude_code_in_an_egress_sandbox_talks_through_the_credential_proxy(
         cocoond.post("secrets.delete", {"name": "COMPANY_KEY"})
         cocoond.call("settings.reset", {"keys": ["providers"]})
         llm.close()
+
+
+@pytest.mark.e2e
+def test_claude_code_whose_key_is_refused_is_an_error_with_its_fix_never_done(toolbox_cocoond, stage):
+    """The API refuses the key (401): the turn failed. Cocoon said `done` and opened a done card before."""
+    llm, sandbox = stage(AnthropicStandIn, "ANTHROPIC_API_KEY", fail=(401, "authentication_error"))
+    # Claude Code retries a refused request ten times with back-off (minutes) before its turn fails.
+    env = {"ANTHROPIC_BASE_URL": llm.url, "CLAUDE_CODE_MAX_RETRIES": "0"}
+    agent = spawn(toolbox_cocoond, sandbox, "claude-code", "Say hello.", **env)
+    failed, screen = wait(toolbox_cocoond, agent, "error", llm)
+    assert failed["statusSource"] == "hook"  # its StopFailure hook
+    assert failed["statusReason"] in {"authentication_failed", "invalid_api_key", "not_logged_in"}, screen
+    assert any(request["path"].startswith("/v1/messages") for request in llm.requests)
+    items = [
+        item
+        for item in toolbox_cocoond.call("attention.list", {"state": "all", "sandboxId": sandbox["id"]})
+        if item["agentId"] == agent["id"]
+    ]
+    assert [item["kind"] for item in items] == ["agent_failed"], items
+    assert "Settings → Providers" in items[0]["title"]
+    explained = toolbox_cocoond.call("agent.explain", {"agentId": agent["id"]})
+    assert explained["agent"]["status"] == "error"
+    toolbox_cocoond.call("agent.kill", {"agentId": agent["id"]})

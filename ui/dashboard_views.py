@@ -21,6 +21,7 @@ FLEET_PAGE_SIZE = 48
 # The wall's order: what waits for a person first, then what ended badly, what runs, what ended well.
 FLEET_RANKS = {
     AgentStatus.BLOCKED: 0,
+    AgentStatus.ERROR: 1,  # its turn failed: it needs a person as much as a question does
     AgentStatus.DONE: 1,
     AgentStatus.WORKING: 3,
     AgentStatus.IDLE: 4,

@@ -5,9 +5,10 @@ from typing import Any
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import settings_schema
-from cocoon.errors import InvalidParams, NotFound
+from cocoon.errors import InvalidParams, NotFound, field_error
 from cocoon.registry import Call, registry
 from cocoon.schema import STRING, array, integer, nullable, obj, string
+from cocoon.settings_checks import dialable
 from egress import providers, remote, services
 from egress.container import proxy_status
 from egress.schemas import (
@@ -106,6 +107,9 @@ def providers_test(call: Call) -> dict[str, Any]:
     params = call.params
     if "provider" in params:
         provider = params["provider"]
+        # As settings.update would check it: a URL no HTTP client can read is the caller's to fix.
+        if not dialable(provider["baseUrl"]):
+            raise field_error("provider.baseUrl", _("Has an invalid format."))
     elif "providerId" in params:
         provider = providers.all_providers().get(params["providerId"])
         if provider is None:

@@ -146,7 +146,7 @@ def check_provider(provider: dict[str, Any], key: str | None = None) -> Provider
         with httpx.Client(timeout=TEST_TIMEOUT_S, verify=tls_context()) as client:
             pinned_url, pinned_headers = _pinned(url, headers)
             response = client.get(pinned_url, headers=pinned_headers, extensions=_sni(url))
-    except httpx.HTTPError as error:
+    except (httpx.HTTPError, httpx.InvalidURL) as error:  # InvalidURL: not an HTTPError
         message = _("%(url)s could not be reached: %(error)s")
         return ProviderCheck(
             "unreachable", interpolate_lazy(message, {"url": url, "error": type(error).__name__})

@@ -106,3 +106,15 @@ def test_a_schema_driven_fuzzer_finds_no_server_error_and_no_contract_violation(
     # Kept for the record (test-output/ is where the browser tests leave their screenshots too).
     (ROOT / "test-output").mkdir(exist_ok=True)
     (ROOT / "test-output" / "fuzz-summary.txt").write_text(summary)
+
+
+@pytest.mark.parametrize("url", ["http://\u00b6", "http://a\u001eb", "http://[zz"])
+def test_a_provider_base_url_no_http_client_can_read_is_a_field_error_not_a_server_error(cocoond, url):
+    provider = {"kind": "anthropic", "baseUrl": url}
+    answer = cocoond.post("providers.test", {"provider": provider, "key": "sk-test-0123456789"})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_params"
+    assert [field["path"] for field in error["details"]["fields"]] == ["provider.baseUrl"]
+    refused = cocoond.post("settings.update", {"providers": {"fuzzed": provider}})
+    assert refused.status_code == 400, refused.text

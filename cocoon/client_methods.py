@@ -685,7 +685,7 @@ class Methods:
         return self.call("tokens.revoke", _params({"tokenId": token_id}))
 
     def toolbox_install(self) -> Any:
-        """Install or update the agent toolbox in the background (no image rebuild); progress arrives as toolbox.install events."""
+        """Install or update the agent toolbox in the background (no image rebuild); progress arrives as toolbox.install events. One at a time: while one runs, the call queues nothing (queued false, running true) and that install's events tell."""
         return self.call("toolbox.install", _params({}))
 
     def toolbox_status(self) -> Any:
@@ -1461,7 +1461,7 @@ class AsyncMethods:
         return await self.call("tokens.revoke", _params({"tokenId": token_id}))
 
     async def toolbox_install(self) -> Any:
-        """Install or update the agent toolbox in the background (no image rebuild); progress arrives as toolbox.install events."""
+        """Install or update the agent toolbox in the background (no image rebuild); progress arrives as toolbox.install events. One at a time: while one runs, the call queues nothing (queued false, running true) and that install's events tell."""
         return await self.call("toolbox.install", _params({}))
 
     async def toolbox_status(self) -> Any:

@@ -3,7 +3,6 @@
 Services add checklist items with register_check(); the UI shows the list until every item is ok.
 """
 
-import fcntl
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -11,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity
+from cocoon import activity, locks
 from cocoon.actors import SYSTEM_ACTOR
 from cocoon.channel_secrets import save_channel_secrets, take_channel_secrets
 from cocoon.choices import TokenScope
@@ -27,9 +26,6 @@ from cocoon.tokens import create_token
 from cocoon.types import CheckResult, SetupCheck
 
 logger = logging.getLogger(__name__)
-# pg_advisory_lock key of start-up (migrate + first run): any fixed number no other lock uses.
-STARTUP_LOCK_KEY = 0x636F636F6F6E  # "cocoon"
-
 
 CHECKS: list[SetupCheck] = []
 
@@ -57,19 +53,8 @@ def run_checks() -> list[CheckResult]:
 def startup_lock() -> Iterator[None]:
     """Held while one process migrates and sets up: cocoond processes sharing a database start at once
     (compose, two units), and two migrates racing on PostgreSQL left one dead on "relation ... already
-    exists". PostgreSQL: an advisory lock on a connection of its own (released when it closes, also on a
-    crash). SQLite: a file lock next to the database, which lives in the data directory."""
-    if connections[DEFAULT_DB_ALIAS].vendor == "postgresql":
-        lock_connection = connections.create_connection(DEFAULT_DB_ALIAS)
-        try:
-            with lock_connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_lock(%s)", [STARTUP_LOCK_KEY])
-            yield
-        finally:
-            lock_connection.close()
-        return
-    with (settings.DATA_DIR / "startup.lock").open("a") as lock_file:
-        fcntl.flock(lock_file, fcntl.LOCK_EX)  # released when the file closes
+    exists"."""
+    with locks.exclusive("startup"):
         yield
 
 

@@ -24,7 +24,7 @@ def refill_pools() -> int:
 
 
 @shared_task(name="sandboxes.tasks.install_toolbox")
-def install_toolbox() -> dict:
+def install_toolbox() -> dict | None:
     return toolbox.install_toolbox()
 
 

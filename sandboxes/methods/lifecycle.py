@@ -155,10 +155,13 @@ def toolbox_status(call: Call) -> dict[str, Any]:
 @registry.method(
     "toolbox.install",
     description="Install or update the agent toolbox in the background (no image rebuild); progress "
-    "arrives as toolbox.install events.",
-    result=obj({"queued": BOOLEAN}),
+    "arrives as toolbox.install events. One at a time: while one runs, the call queues nothing "
+    "(queued false, running true) and that install's events tell.",
+    result=obj({"queued": BOOLEAN, "running": BOOLEAN}),
     admin=True,
 )
 def toolbox_install(call: Call) -> dict[str, Any]:
+    if toolbox.install_running():
+        return {"queued": False, "running": True}
     transaction.on_commit(install_toolbox.delay)
-    return {"queued": True}
+    return {"queued": True, "running": False}

@@ -2,6 +2,7 @@
 
 import io
 import json
+import secrets
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -74,20 +75,30 @@ class DockerImages(DockerEngine):
         )
 
     def install_toolbox(self, source: Path) -> None:
+        """Copied in beside the current toolbox (.next-*), then switched in by renames: a copy that fails
+        leaves the current one as it was, and sandboxes see the old or the new one, never an empty one."""
+        new, old = f".next-{secrets.token_hex(4)}", f".old-{secrets.token_hex(4)}"
+        switch = (
+            f"set -e; cd {TOOLBOX}; test -f {new}/{TOOLBOX_MANIFEST}; mkdir {old}; "
+            f"find . -mindepth 1 -maxdepth 1 ! -name {new} ! -name {old} -exec mv -t {old} {{}} +; "
+            f"find {new} -mindepth 1 -maxdepth 1 -exec mv -t . {{}} +; "
+            f"rm -rf {new} {old} .next-* .old-*"
+        )
         try:
-            helper = self._toolbox_helper(["sh", "-c", f"find {TOOLBOX} -mindepth 1 -delete"])
+            helper = self._toolbox_helper(["sh", "-c", switch])
         except Exception as error:
             raise driver_error(error) from error
         try:
-            helper.start()
-            if helper.wait(timeout=300)["StatusCode"] != 0:
-                raise DriverError("could not empty the toolbox volume")
+            # Into the created helper before it starts: the archive lands in the volume under {new}.
             with tempfile.TemporaryFile(dir=source.parent) as archive:
                 with tarfile.open(fileobj=archive, mode="w") as tar:
-                    tar.add(source, arcname=".")
+                    tar.add(source, arcname=new)
                 archive.seek(0)
                 if not helper.put_archive(TOOLBOX, archive):
                     raise DriverError("could not copy the toolbox into its volume")
+            helper.start()
+            if helper.wait(timeout=300)["StatusCode"] != 0:
+                raise DriverError("could not switch the toolbox volume to the new toolbox")
         except APIError as error:
             raise driver_error(error) from error
         finally:

@@ -202,7 +202,7 @@ class Methods:
         return self.call("git.status", _params({"sandboxId": sandbox_id}))
 
     def image_build(self, *, variant: str | None = None) -> Any:
-        """Build a sandbox image variant in the background; progress arrives as image.build events."""
+        """Build a sandbox image variant in the background; progress arrives as image.build events. One build of a variant at a time: while one runs, the call queues nothing (queued false, running true)."""
         return self.call("image.build", _params({"variant": variant}))
 
     def image_status(self) -> Any:
@@ -972,7 +972,7 @@ class AsyncMethods:
         return await self.call("git.status", _params({"sandboxId": sandbox_id}))
 
     async def image_build(self, *, variant: str | None = None) -> Any:
-        """Build a sandbox image variant in the background; progress arrives as image.build events."""
+        """Build a sandbox image variant in the background; progress arrives as image.build events. One build of a variant at a time: while one runs, the call queues nothing (queued false, running true)."""
         return await self.call("image.build", _params({"variant": variant}))
 
     async def image_status(self) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, events
+from cocoon import activity, events, locks
 from cocoon.choices import Visibility
 from cocoon.errors import Conflict
 from sandboxes.choices import Capability, ImageVariant
@@ -58,8 +58,24 @@ def image_status() -> list[ImageStatus]:
     return status
 
 
-def build_image(variant: str) -> str:
-    """Build one variant; every line of build output goes out as an image.build event."""
+def build_lock(variant: str) -> str:
+    return f"image-build-{ImageVariant(variant)}"  # cocoon.locks: one build of a tag at a time
+
+
+def build_running(variant: str) -> bool:
+    with locks.exclusive(build_lock(variant), wait=False) as held:
+        return not held
+
+
+def build_image(variant: str) -> str | None:
+    """Build one variant (None, doing nothing, while a build of it runs already: its events tell);
+    every line of build output goes out as an image.build event. The engine moves the tag only once
+    the build succeeded: a failed one leaves the image that was there."""
+    with locks.exclusive(build_lock(variant), wait=False) as held:
+        return _build(variant) if held else None
+
+
+def _build(variant: str) -> str:
     driver = _image_driver()
     tag = image_tag(variant)
 

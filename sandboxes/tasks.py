@@ -12,8 +12,10 @@ def reconcile() -> int:
 
 
 @shared_task(name="sandboxes.tasks.build_image")
-def build_image(variant: str) -> str:
+def build_image(variant: str) -> str | None:
     tag = images.build_image(variant)
+    if tag is None:  # a build of it runs already: that one refills
+        return None
     pools.refill()  # members of the old image go (or at the next beat, if a refill is under way)
     return tag
 

@@ -324,10 +324,14 @@ def test_image_build_streams_progress_events(cocoond, sandbox_image):
         ws.call("events.subscribe", {"types": ["image.build"]})
         assert cocoond.call("image.build", {"variant": "base"}) == {
             "queued": True,
+            "running": False,
             "tag": "cocoon-sandbox:latest",
         }
-        statuses = []
-        while not statuses or statuses[-1] not in {"done", "failed"}:
+        statuses = [ws.next_event(timeout=300)["event"]["data"]["status"]]
+        # While it builds, another build of the tag is not started beside it.
+        again = cocoond.call("image.build", {"variant": "base"})
+        assert (again["queued"], again["running"]) == (False, True)
+        while statuses[-1] not in {"done", "failed"}:
             statuses.append(ws.next_event(timeout=300)["event"]["data"]["status"])
     assert statuses[0] == "started"
     assert "progress" in statuses

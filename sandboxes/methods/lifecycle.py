@@ -130,16 +130,19 @@ def image_status(call: Call) -> list[dict[str, Any]]:
 
 @registry.method(
     "image.build",
-    description="Build a sandbox image variant in the background; progress arrives as image.build events.",
+    description="Build a sandbox image variant in the background; progress arrives as image.build events. "
+    "One build of a variant at a time: while one runs, the call queues nothing (queued false, running true).",
     params=obj({"variant": enum(*ImageVariant.values)}),
-    result=obj({"queued": BOOLEAN, "tag": STRING}),
+    result=obj({"queued": BOOLEAN, "running": BOOLEAN, "tag": STRING}),
     admin=True,
 )
 def image_build(call: Call) -> dict[str, Any]:
     variant = call.params.get("variant", ImageVariant.BASE)
     tag = images.image_tag(variant)
+    if images.build_running(variant):
+        return {"queued": False, "running": True, "tag": tag}
     transaction.on_commit(lambda: build_image.delay(variant))
-    return {"queued": True, "tag": tag}
+    return {"queued": True, "running": False, "tag": tag}
 
 
 @registry.method(

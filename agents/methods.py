@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
 from agents import poller, profiles, services, tmux
@@ -21,6 +22,7 @@ from agents.schemas import (
     serialize_profile,
     serialize_screen,
 )
+from agents.setup import spawn_warnings
 from cocoon.errors import Timeout
 from cocoon.registry import Call, registry
 from cocoon.schema import (
@@ -28,6 +30,7 @@ from cocoon.schema import (
     BUDGET,
     EMPTY,
     ENV,
+    STRING,
     array,
     enum,
     integer,
@@ -57,7 +60,8 @@ from sandboxes.schemas import SANDBOX_ID
         },
         required=("sandboxId", "profile"),
     ),
-    result=AGENT,
+    # warnings: what the agent will meet that the caller can fix now (no provider key), translated.
+    result=AGENT | {"properties": AGENT["properties"] | {"warnings": array(STRING)}},
     agent_side=True,
 )
 def agent_spawn(call: Call) -> dict[str, Any]:
@@ -74,7 +78,11 @@ def agent_spawn(call: Call) -> dict[str, Any]:
         cols=params.get("cols", 120),
         rows=params.get("rows", 40),
     )
-    return serialize_agent(agent)
+    warnings = spawn_warnings(
+        profiles.get_profile(params["profile"]), params.get("env"), params.get("providers")
+    )
+    with translation.override(call.language):
+        return serialize_agent(agent) | {"warnings": [str(warning) for warning in warnings]}
 
 
 @registry.method(

@@ -10,9 +10,29 @@ from cocoon.setup import register_check
 from egress.credentials import choose
 
 
+def lacks_provider(profile: Any) -> bool:
+    """Its CLI needs an LLM provider (its secrets name one) and none has its key."""
+    return bool(profile.secrets) and not choose(None, profile.secrets)
+
+
 def profiles_without_provider() -> list[Any]:
-    """The profiles whose CLI needs an LLM provider (their secrets name one) while none has its key."""
-    return [profile for profile in list_profiles() if profile.secrets and not choose(None, profile.secrets)]
+    return [profile for profile in list_profiles() if lacks_provider(profile)]
+
+
+def spawn_warnings(profile: Any, env: dict[str, str] | None, providers: list[str] | None) -> list[Any]:
+    """What a spawn of this profile should know before its agent finds out: no provider key to log in
+    with (unless the call names providers, which are checked, or hands a key in its env)."""
+    if providers or set(profile.secrets) & set(env or {}) or not lacks_provider(profile):
+        return []
+    return [
+        interpolate_lazy(
+            _(
+                "No provider has a key for profile %(profile)s (%(secrets)s): its agent cannot log in. Add "
+                "the key in Settings → Providers."
+            ),
+            {"profile": profile.name, "secrets": " or ".join(profile.secrets)},
+        )
+    ]
 
 
 @register_check("providers", _("LLM providers for the agent profiles"))

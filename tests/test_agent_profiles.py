@@ -115,3 +115,20 @@ def test_the_checklist_names_each_profile_whose_provider_has_no_key_until_one_is
     assert "codex" in missing
     vault.set_secret("OPENAI_API_KEY", "sk-openai-checklist-0123456789", actor=SYSTEM_ACTOR)
     assert providers_item().ok is True
+
+
+@pytest.mark.django_db
+def test_a_spawn_of_a_profile_without_a_provider_key_is_warned_before_its_agent_fails():
+    from agents.models import AgentProfile
+    from agents.setup import spawn_warnings
+    from cocoon import vault
+    from cocoon.actors import SYSTEM_ACTOR
+
+    profile = AgentProfile(name="needs-a-key", command=["claude"], secrets=["ANTHROPIC_API_KEY"])
+    (warning,) = spawn_warnings(profile, None, None)
+    assert "needs-a-key (ANTHROPIC_API_KEY)" in str(warning)
+    assert "Settings → Providers" in str(warning)
+    assert spawn_warnings(profile, {"ANTHROPIC_API_KEY": "sk-own-0123456789"}, None) == []  # its own key
+    assert spawn_warnings(AgentProfile(name="plain", command=["sh"], secrets=[]), None, None) == []
+    vault.set_secret("ANTHROPIC_API_KEY", "sk-ant-warning-0123456789", actor=SYSTEM_ACTOR)
+    assert spawn_warnings(profile, None, None) == []

@@ -196,6 +196,7 @@ class OpenAIStandIn:
         reply: str = "Hello from the OpenAI stand-in.",
         delay: float = 0,
         command: str | None = None,
+        fail: tuple[int, str] | None = None,
     ) -> None:
         self.requests: list[dict] = []
         self.usage: list[dict[str, int]] = []  # what each response reported, in the meter's terms
@@ -217,6 +218,11 @@ class OpenAIStandIn:
                 payload = json.loads(body or b"{}")
                 owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": payload})
                 time.sleep(delay)
+                if fail is not None:  # (401, "invalid_api_key"): refused as the real API refuses
+                    status, code = fail
+                    error = {"message": f"stand-in: {code}", "type": "invalid_request_error", "code": code}
+                    AnthropicStandIn._json(self, status, {"error": error})
+                    return
                 if command is not None and _asks_to_run(payload):
                     item = {
                         "type": "custom_tool_call",

@@ -140,9 +140,15 @@ def test_a_forwarded_scheme_and_client_from_an_untrusted_peer_are_ignored(deploy
         assert response.status_code == 401
     locked = forged.post(
         f"{deployed.url}/v1/rpc/system.info",
-        headers=via_proxy("203.0.113.250") | {"Authorization": f"Bearer {deployed.token}"},
+        headers=via_proxy("203.0.113.250") | {"Authorization": "Bearer cct_guess"},
     )
     assert locked.status_code == 429
+    # Only wrong tokens are slowed down (#38): the right one still passes from that peer.
+    right = forged.post(
+        f"{deployed.url}/v1/rpc/system.info",
+        headers=via_proxy("203.0.113.251") | {"Authorization": f"Bearer {deployed.token}"},
+    )
+    assert right.status_code == 200
 
 
 def test_without_trusted_proxies_nobody_can_claim_another_address(local):
@@ -151,8 +157,10 @@ def test_without_trusted_proxies_nobody_can_claim_another_address(local):
     for attempt in range(LIMIT):
         headers = {"X-Forwarded-For": f"198.51.100.{attempt}", "Authorization": "Bearer cct_guess"}
         assert guesser.post(f"{local.url}/v1/rpc/system.info", headers=headers).status_code == 401
-    headers = {"X-Forwarded-For": "198.51.100.200", "Authorization": f"Bearer {local.token}"}
+    headers = {"X-Forwarded-For": "198.51.100.200", "Authorization": "Bearer cct_guess"}
     assert guesser.post(f"{local.url}/v1/rpc/system.info", headers=headers).status_code == 429
+    headers = {"X-Forwarded-For": "198.51.100.201", "Authorization": f"Bearer {local.token}"}
+    assert guesser.post(f"{local.url}/v1/rpc/system.info", headers=headers).status_code == 200
 
 
 # -- host names (DNS rebinding) ---------------------------------------------------------------------------

@@ -256,3 +256,20 @@ def test_claude_code_whose_key_is_refused_is_an_error_with_its_fix_never_done(to
     explained = toolbox_cocoond.call("agent.explain", {"agentId": agent["id"]})
     assert explained["agent"]["status"] == "error"
     toolbox_cocoond.call("agent.kill", {"agentId": agent["id"]})
+
+
+@pytest.mark.e2e
+def test_codex_whose_key_is_refused_is_an_error_with_its_fix_never_done(toolbox_cocoond, stage):
+    """Codex retries, then prints the refusal and waits; no hook reports that turn's end, the screen does."""
+    llm, sandbox = stage(OpenAIStandIn, "OPENAI_API_KEY", fail=(401, "invalid_api_key"))
+    agent = spawn(toolbox_cocoond, sandbox, "codex", "Say hello.", OPENAI_BASE_URL=llm.url)
+    failed, screen = wait(toolbox_cocoond, agent, "error", llm)
+    assert (failed["rule"], failed["statusReason"]) == ("error_on_screen", "invalid_api_key"), screen
+    items = [
+        item
+        for item in toolbox_cocoond.call("attention.list", {"state": "all", "sandboxId": sandbox["id"]})
+        if item["agentId"] == agent["id"]
+    ]
+    assert [item["kind"] for item in items] == ["agent_failed"], items
+    assert "Settings → Providers" in items[0]["title"]
+    toolbox_cocoond.call("agent.kill", {"agentId": agent["id"]})

@@ -41,13 +41,14 @@ HOOK_STATUSES = {
 HOOK_REASON = regex.compile(r"[a-z_]{1,40}")
 # What the CLIs print when a turn ends on an error (the bottom lines only, like questions): a `done`
 # with one of these standing on the screen is an error. Claude Code: "Invalid API key · Please run
-# /login", "Not logged in · Please run /login", "Please run /login · API Error: 401 ...", "API Error: 529
-# ..." (its retries say "API error · Retrying", and it works meanwhile); Codex: "■ unexpected status 401
-# Unauthorized: ..." once its retries are spent (no hook reports that turn's end).
+# /login", "Not logged in · Please run /login", "Please run /login · API Error: 401 ...", "API Error:
+# Request rejected (429)", "API Error: 529 ..." (its retries say "API error · Retrying", and it works
+# meanwhile); Codex: "■ unexpected status 401 Unauthorized: ..." once its retries are spent (no hook
+# reports that turn's end).
 ERROR_SCREENS = (
     (ErrorReason.INVALID_API_KEY, regex.compile(r"Invalid API key\b|■ unexpected status 40[13]\b")),
     (ErrorReason.NOT_LOGGED_IN, regex.compile(r"Not logged in\b|Please run /login\b")),
-    (ErrorReason.API_ERROR, regex.compile(r"\bAPI Error: \d{3}\b")),
+    (ErrorReason.API_ERROR, regex.compile(r"\bAPI Error: ")),
     (ErrorReason.API_ERROR, regex.compile(r"^\s*■ .*(?:unexpected status \d{3}|error)", regex.MULTILINE)),
 )
 SETTLE_S = 3  # a moving screen must be still this long before working becomes done or idle

@@ -236,15 +236,26 @@ def test_claude_code_in_an_egress_sandbox_talks_through_the_credential_proxy(
 
 
 @pytest.mark.e2e
-def test_claude_code_whose_key_is_refused_is_an_error_with_its_fix_never_done(toolbox_cocoond, stage):
-    """The API refuses the key (401): the turn failed. Cocoon said `done` and opened a done card before."""
-    llm, sandbox = stage(AnthropicStandIn, "ANTHROPIC_API_KEY", fail=(401, "authentication_error"))
+@pytest.mark.parametrize(
+    ("fail", "reason", "fix"),
+    [
+        ((401, "authentication_error"), "authentication_failed", "Settings → Providers"),
+        ((429, "rate_limit_error"), "rate_limit", "rate limiting"),
+        ((529, "overloaded_error"), "server_error", "server error"),
+    ],
+)
+def test_claude_code_whose_request_is_refused_is_an_error_with_its_fix_never_done(
+    toolbox_cocoond, stage, fail, reason, fix
+):
+    """The API refuses (a bad key, a rate limit, overloaded): the turn failed. Cocoon said `done` and
+    opened a done card before."""
+    llm, sandbox = stage(AnthropicStandIn, "ANTHROPIC_API_KEY", fail=fail)
     # Claude Code retries a refused request ten times with back-off (minutes) before its turn fails.
     env = {"ANTHROPIC_BASE_URL": llm.url, "CLAUDE_CODE_MAX_RETRIES": "0"}
     agent = spawn(toolbox_cocoond, sandbox, "claude-code", "Say hello.", **env)
     failed, screen = wait(toolbox_cocoond, agent, "error", llm)
     assert failed["statusSource"] == "hook"  # its StopFailure hook
-    assert failed["statusReason"] in {"authentication_failed", "invalid_api_key", "not_logged_in"}, screen
+    assert failed["statusReason"] == reason, screen
     assert any(request["path"].startswith("/v1/messages") for request in llm.requests)
     items = [
         item
@@ -252,7 +263,7 @@ def test_claude_code_whose_key_is_refused_is_an_error_with_its_fix_never_done(to
         if item["agentId"] == agent["id"]
     ]
     assert [item["kind"] for item in items] == ["agent_failed"], items
-    assert "Settings → Providers" in items[0]["title"]
+    assert fix in items[0]["title"]
     explained = toolbox_cocoond.call("agent.explain", {"agentId": agent["id"]})
     assert explained["agent"]["status"] == "error"
     toolbox_cocoond.call("agent.kill", {"agentId": agent["id"]})

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from functools import cache
 from ipaddress import ip_address, ip_network
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import limits
 from django.conf import settings
@@ -39,17 +39,20 @@ NAMESPACE = "cocoon-auth-failures"
 USERNAME_MAX = 150  # Django's own bound: a longer name is no user, and must not grow the store
 
 
+class Limits(NamedTuple):
+    limiter: MovingWindowRateLimiter
+    per_address: limits.RateLimitItem  # COCOON_AUTH_FAILURE_LIMIT
+    per_user: limits.RateLimitItem  # COCOON_AUTH_USER_FAILURE_LIMIT
+
+
 @cache
-def _limiter() -> MovingWindowRateLimiter:
-    return MovingWindowRateLimiter(storage_from_string(settings.REDIS_URL or "memory://"))
-
-
-def _per_address() -> limits.RateLimitItem:
-    return limits.parse(settings.COCOON_AUTH_FAILURE_LIMIT)
-
-
-def _per_user() -> limits.RateLimitItem:
-    return limits.parse(settings.COCOON_AUTH_USER_FAILURE_LIMIT)
+def _limiter() -> Limits:
+    """The moving-window limiter on its storage and the two limits, parsed once."""
+    return Limits(
+        MovingWindowRateLimiter(storage_from_string(settings.REDIS_URL or "memory://")),
+        limits.parse(settings.COCOON_AUTH_FAILURE_LIMIT),
+        limits.parse(settings.COCOON_AUTH_USER_FAILURE_LIMIT),
+    )
 
 
 def bucket(address: str) -> str:
@@ -67,15 +70,20 @@ def bucket(address: str) -> str:
 
 def _retry_after(limit: limits.RateLimitItem, *key: str) -> int:
     """Seconds until the key may fail again; 0 if it may now."""
-    limiter = _limiter()
+    limiter = _limiter().limiter
     if limiter.test(limit, NAMESPACE, *key):
         return 0
-    reset_at = limiter.get_window_stats(limit, NAMESPACE, *key).reset_time
+    return _seconds_left(limit, *key)
+
+
+def _seconds_left(limit: limits.RateLimitItem, *key: str) -> int:
+    reset_at = _limiter().limiter.get_window_stats(limit, NAMESPACE, *key).reset_time
     return max(1, math.ceil(reset_at - time.time()))
 
 
-def _hit(limit: limits.RateLimitItem, *key: str) -> None:
-    _limiter().hit(limit, NAMESPACE, *key)
+def _hit(limit: limits.RateLimitItem, *key: str) -> bool:
+    """Count one failure; False (and not counted) once the key is at its limit."""
+    return _limiter().limiter.hit(limit, NAMESPACE, *key)
 
 
 # -- tokens ----------------------------------------------------------------------------------------
@@ -87,13 +95,12 @@ def guarded(address: str, check: Callable[[], T | None]) -> T | None:
     result = check()
     if result is not None:
         return result
-    key = ("token", bucket(address))
-    if seconds := _retry_after(_per_address(), *key):
-        raise RateLimited(details={"retryAfterS": seconds})
-    _hit(_per_address(), *key)
-    if not _limiter().test(_per_address(), *key):
-        logger.warning("wrong tokens from %s: over COCOON_AUTH_FAILURE_LIMIT, slowed down", address)
-    return None
+    per_address, key = _limiter().per_address, ("token", bucket(address))
+    if _hit(per_address, *key):  # one round trip for a failure under the limit
+        return None
+    seconds = _seconds_left(per_address, *key)
+    logger.warning("wrong tokens from %s past COCOON_AUTH_FAILURE_LIMIT: refused for %s s", address, seconds)
+    raise RateLimited(details={"retryAfterS": seconds})
 
 
 # -- passwords -------------------------------------------------------------------------------------
@@ -108,7 +115,7 @@ def _password_keys(username: str, address: str) -> tuple[tuple[str, ...], tuple[
 def password_retry_after(username: str, address: str) -> int:
     """Seconds until this user name may try a password again from address (either lock); 0 if now."""
     here, anywhere = _password_keys(username, address)
-    return max(_retry_after(_per_address(), *here), _retry_after(_per_user(), *anywhere))
+    return max(_retry_after(_limiter().per_address, *here), _retry_after(_limiter().per_user, *anywhere))
 
 
 def refuse_password_if_locked(username: str, address: str) -> None:
@@ -118,8 +125,8 @@ def refuse_password_if_locked(username: str, address: str) -> None:
 
 def record_password_failure(username: str, address: str) -> None:
     here, anywhere = _password_keys(username, address)
-    _hit(_per_address(), *here)
-    _hit(_per_user(), *anywhere)
+    _hit(_limiter().per_address, *here)
+    _hit(_limiter().per_user, *anywhere)
     if password_retry_after(username, address):
         logger.warning("wrong passwords for user %r from %s: locked", username[:USERNAME_MAX], address)
 

@@ -41,3 +41,9 @@ def exclusive(name: str, *, wait: bool = True) -> Iterator[bool]:
             yield False
             return
         yield True
+
+
+def busy(name: str) -> bool:
+    """Whether another process (or block) holds the lock called name right now."""
+    with exclusive(name, wait=False) as got:
+        return not got

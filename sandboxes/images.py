@@ -63,8 +63,7 @@ def build_lock(variant: str) -> str:
 
 
 def build_running(variant: str) -> bool:
-    with locks.exclusive(build_lock(variant), wait=False) as held:
-        return not held
+    return locks.busy(build_lock(variant))
 
 
 def build_image(variant: str) -> str | None:

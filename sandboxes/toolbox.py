@@ -191,8 +191,7 @@ def prepare(packages: list[str]) -> Path:
 
 def install_running() -> bool:
     """Whether an install holds the toolbox lock now (in any process of this instance)."""
-    with locks.exclusive(LOCK, wait=False) as held:
-        return not held
+    return locks.busy(LOCK)
 
 
 def install_toolbox() -> dict[str, Any] | None:

@@ -147,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
     engine_actions = engine.add_subparsers(dest="action", required=True)
     engine_actions.add_parser("foreign")
     engine_actions.add_parser("remove").add_argument("sandbox_id")
+    adopt = engine_actions.add_parser("adopt")
+    adopt.add_argument("sandbox_id")
+    adopt.add_argument("--name")
     return parser
 
 
@@ -228,6 +231,8 @@ def _run(args: argparse.Namespace, client: Client) -> tuple[Any, int]:
     if args.command == "engine":
         if args.action == "foreign":
             return client.engine_foreign(), 0
+        if args.action == "adopt":
+            return client.engine_adopt(sandbox_id=args.sandbox_id, name=args.name), 0
         return client.engine_remove(sandbox_id=args.sandbox_id), 0
     raise AssertionError(args.command)
 

@@ -124,6 +124,10 @@ class Methods:
         """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all; nodes: the same of each remote node's own proxy."""
         return self.call("egress.status", _params({}))
 
+    def engine_adopt(self, *, sandbox_id: str, name: str | None = None) -> Any:
+        """Make a sandbox another data directory left this one's, workspace and all: it is listed and works like any other from then on (its old agents are not adopted)."""
+        return self.call("engine.adopt", _params({"sandboxId": sandbox_id, "name": name}))
+
     def engine_foreign(self) -> Any:
         """Sandboxes another data directory left on the engines under this instance's name."""
         return self.call("engine.foreign", _params({}))
@@ -887,6 +891,10 @@ class AsyncMethods:
     async def egress_status(self) -> Any:
         """The egress proxy: whether it runs, its policy version and the version it has loaded, and whether this driver enforces egress at all; nodes: the same of each remote node's own proxy."""
         return await self.call("egress.status", _params({}))
+
+    async def engine_adopt(self, *, sandbox_id: str, name: str | None = None) -> Any:
+        """Make a sandbox another data directory left this one's, workspace and all: it is listed and works like any other from then on (its old agents are not adopted)."""
+        return await self.call("engine.adopt", _params({"sandboxId": sandbox_id, "name": name}))
 
     async def engine_foreign(self) -> Any:
         """Sandboxes another data directory left on the engines under this instance's name."""

@@ -120,7 +120,7 @@ def serialize_setup_status(results: list[CheckResult], language: str) -> dict[st
                 "title": str(result.check.title),
                 "ok": result.ok,
                 "detail": str(result.detail),
-                "fix": result.check.fix,
+                "fix": result.fix,
             }
             for result in results
         ]

@@ -30,9 +30,11 @@ logger = logging.getLogger(__name__)
 CHECKS: list[SetupCheck] = []
 
 
-def register_check(key: str, title: Any, fix: str | None = None) -> Callable:
+def register_check(
+    key: str, title: Any, fix: str | None = None, fixable: Callable[[], bool] | None = None
+) -> Callable:
     def decorator(check: Callable[[], tuple[bool, Any]]) -> Callable[[], tuple[bool, Any]]:
-        CHECKS.append(SetupCheck(key, title, check, fix))
+        CHECKS.append(SetupCheck(key, title, check, fix, fixable))
         return check
 
     return decorator
@@ -46,7 +48,13 @@ def _admin_token() -> tuple[bool, Any]:
 
 
 def run_checks() -> list[CheckResult]:
-    return [CheckResult(item, *item.check()) for item in CHECKS]
+    return [_run(item) for item in CHECKS]
+
+
+def _run(item: SetupCheck) -> CheckResult:
+    ok, detail = item.check()
+    fixes = not ok and item.fix and (item.fixable is None or item.fixable())
+    return CheckResult(item, ok, detail, item.fix if fixes else None)
 
 
 @contextmanager

@@ -11,6 +11,8 @@ class SetupCheck:
     title: Any  # lazy translation
     check: Callable[[], tuple[bool, Any]]  # -> (ok, detail as lazy translation or "")
     fix: str | None = None  # the method that repairs it (offered by the UI as a button)
+    # Whether fix repairs it as things are (None: always); else the detail says what will.
+    fixable: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -18,3 +20,4 @@ class CheckResult:
     check: SetupCheck
     ok: bool
     detail: Any  # lazy translation or ""
+    fix: str | None = None  # the check's fix, when it is not ok and the fix would repair it

@@ -167,11 +167,16 @@ def claim(
                     pool="", name=name or sandbox_id, budget=budget, created_at=now, updated_at=now
                 )
                 if taken:  # else a concurrent create took it first: the next one
+                    # Its engine mark goes with the claim, or neither: a member whose data directory is
+                    # lost is removed unasked only while marked (reconcile).
+                    driver.release_member(sandbox_id)
                     sandbox = Sandbox.objects.get(pk=sandbox_id)
                     services.announce_created(sandbox, actor)  # with the claim, or neither
                     return sandbox
         except IntegrityError:
             raise Conflict(_("A sandbox named %(name)s exists already."), name=name) from None
+        except DriverError:  # its mark would not go: it stays a member, the next one is claimed
+            logger.warning("could not claim pool member %s", sandbox_id, exc_info=True)
     return None
 
 

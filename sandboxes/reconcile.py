@@ -14,18 +14,22 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, events
 from cocoon.actors import Actor
 from cocoon.errors import NotFound
+from sandboxes import networking
 from sandboxes.baseline import CLONE_TIMEOUT_S
-from sandboxes.choices import SandboxState
+from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers.base import DriverError
 from sandboxes.models import POOL_REMOVING, Sandbox
 from sandboxes.nodes import node_driver, reachable_nodes
-from sandboxes.services import apply_state, discard, remove_member
+from sandboxes.services import announce_created, apply_state, discard, new_row, remove_member
 from sandboxes.types import ForeignSandbox
 
 logger = logging.getLogger(__name__)
 
 activity.register_messages(
-    {"engine.removed": _("What another data directory (%(data)s) left of sandbox %(id)s was removed.")}
+    {
+        "engine.removed": _("What another data directory (%(data)s) left of sandbox %(id)s was removed."),
+        "engine.adopted": _("Sandbox %(id)s, left by another data directory (%(data)s), was adopted."),
+    }
 )
 
 # Longer than any create takes (the clone is its longest part): a row still creating after this has lost
@@ -80,9 +84,12 @@ def reconcile_node(node: str) -> int:
     known = set(Sandbox.objects.values_list("id", flat=True))
     orphans = engine - known
     if orphans:  # and still there: a delete under way when the engine was listed removes its row last;
-        # and this data directory's (or made before data ids): another's are left for an admin to judge.
+        # and this data directory's (or made before data ids), or a pool member nobody claimed (no one's
+        # work: the refill replaces it): another's sandboxes are left for an admin to judge.
         still = driver.owners()
-        orphans = {orphan for orphan in orphans if orphan in still and not foreign(still[orphan])}
+        others = {orphan for orphan in orphans if orphan in still and foreign(still[orphan])}
+        unclaimed = driver.members() if others else set()
+        orphans = {orphan for orphan in orphans if orphan in still and orphan not in others - unclaimed}
     for orphan in orphans:
         logger.warning("removing orphaned sandbox objects of %s", orphan)
         driver.remove(orphan)
@@ -115,11 +122,41 @@ def foreign_sandboxes() -> list[ForeignSandbox]:
 
 def remove_foreign(sandbox_id: str, *, actor: Actor) -> None:
     """Remove what another data directory left of a sandbox (its container, workspace, network)."""
+    left = _foreign(sandbox_id)
+    node_driver(left.node).remove(sandbox_id)
+    activity.record("engine.removed", {"id": sandbox_id, "data": left.data}, actor=actor)
+
+
+def adopt_foreign(sandbox_id: str, *, name: str | None, actor: Actor) -> Sandbox:
+    """Make what another data directory left of a sandbox this one's: a row from what its engine objects
+    say it was made as, its network in force again, announced like a new sandbox. Its workspace is
+    kept as it is; agents running in it are not adopted (their rows went with the old data)."""
+    left = _foreign(sandbox_id)
+    driver = node_driver(left.node)
+    found = driver.describe(sandbox_id)
+    observed = driver.inspect(sandbox_id)
+    sandbox = new_row(
+        sandbox_id,
+        found,
+        name=name,
+        driver=driver.kind,
+        node=left.node,
+        state=observed.state,
+        ips=observed.ips,
+    )
+    driver.release_member(sandbox_id)  # an adopted pool member is a sandbox like any other
+    if sandbox.network != NetworkMode.NONE and sandbox.state == SandboxState.RUNNING:
+        networking.attached(sandbox, wait=True)
+    activity.record("engine.adopted", {"id": sandbox_id, "data": left.data}, actor=actor)
+    announce_created(sandbox, actor)
+    return sandbox
+
+
+def _foreign(sandbox_id: str) -> ForeignSandbox:
     left = next((each for each in foreign_sandboxes() if each.sandbox_id == sandbox_id), None)
     if left is None:
         raise NotFound(_("No sandbox %(id)s of another data directory is on the engines."), id=sandbox_id)
-    node_driver(left.node).remove(sandbox_id)
-    activity.record("engine.removed", {"id": sandbox_id, "data": left.data}, actor=actor)
+    return left
 
 
 def set_missing(sandbox: Sandbox, reason: str) -> None:

@@ -63,9 +63,10 @@ SANDBOX = obj(
         "updatedAt": TIMESTAMP,
     }
 )
+SANDBOX_NAME = string(pattern="^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 SANDBOX_CREATE = obj(
     {
-        "name": string(pattern="^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"),
+        "name": SANDBOX_NAME,
         "image": string(minLength=1, maxLength=300),
         "repo": string(minLength=1, maxLength=2000),
         "branch": string(minLength=1, maxLength=255),

@@ -18,7 +18,14 @@ from sandboxes import networking, signals
 from sandboxes.baseline import baseline, clone_repository
 from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
-from sandboxes.drivers.base import ExecResult, ImageNotFound, Limits, SandboxNotFound, SandboxSpec
+from sandboxes.drivers.base import (
+    ExecResult,
+    FoundSandbox,
+    ImageNotFound,
+    Limits,
+    SandboxNotFound,
+    SandboxSpec,
+)
 from sandboxes.models import LOCAL_NODE, POOL_REMOVING, Sandbox, new_sandbox_id
 from sandboxes.nodes import node_driver, node_reachable, remember_node, several_nodes, ship_image
 from sandboxes.schemas import serialize_exec_result, serialize_sandbox
@@ -136,29 +143,18 @@ def make_sandbox(
     """Make a sandbox of checked options on a node, or raise leaving nothing behind. A pool member
     (pool: its template's key) is made quietly: no activity entry and no event until a create claims it."""
     driver = node_driver(node)
-    sandbox_id = new_sandbox_id()
-    try:
-        with transaction.atomic():
-            sandbox = Sandbox.objects.create(
-                id=sandbox_id,
-                name=name or sandbox_id,
-                image=options.image,
-                network=options.network,
-                cpus=options.limits.cpus,
-                memory_mb=options.limits.memory_mb,
-                pids=options.limits.pids,
-                runtime=options.runtime,
-                driver=driver.kind,
-                repo=options.repo,
-                branch=options.branch,
-                pool=pool,
-                pool_image_id=pool_image_id,
-                budget=budget,
-                node=node,
-            )
-    except IntegrityError:
-        raise Conflict(_("A sandbox named %(name)s exists already."), name=name) from None
-    remember_node(sandbox.id, node)
+    sandbox = new_row(
+        new_sandbox_id(),
+        options,
+        name=name,
+        driver=driver.kind,
+        node=node,
+        repo=options.repo,
+        branch=options.branch,
+        pool=pool,
+        pool_image_id=pool_image_id,
+        budget=budget,
+    )
 
     spec = SandboxSpec(
         sandbox.id,
@@ -170,6 +166,7 @@ def make_sandbox(
         # Its id, not its name: a warm pool's member gets its name only when a create claims it.
         hostname=sandbox.id.replace("_", "-"),  # a hostname has no underscores
         workspace=None if options.repo else baseline(options.branch or "main"),
+        pool_member=bool(pool),
     )
     try:
         observed = _create(driver, spec, node)
@@ -196,6 +193,38 @@ def make_sandbox(
         sandbox.save()
         if not pool:
             announce_created(sandbox, actor)
+    return sandbox
+
+
+def new_row(
+    sandbox_id: str,
+    made: Options | FoundSandbox,
+    *,
+    name: str | None,
+    driver: str,
+    node: str,
+    **fields: Any,
+) -> Sandbox:
+    """A sandbox's row of what it is made as (named its id unless name), its node remembered; conflict
+    for a name taken."""
+    try:
+        with transaction.atomic():
+            sandbox = Sandbox.objects.create(
+                id=sandbox_id,
+                name=name or sandbox_id,
+                image=made.image,
+                network=made.network,
+                cpus=made.limits.cpus,
+                memory_mb=made.limits.memory_mb,
+                pids=made.limits.pids,
+                runtime=made.runtime,
+                driver=driver,
+                node=node,
+                **fields,
+            )
+    except IntegrityError:
+        raise Conflict(_("A sandbox named %(name)s exists already."), name=name) from None
+    remember_node(sandbox.id, node)
     return sandbox
 
 

@@ -12,6 +12,7 @@ from cocoon.setup import register_check
 from sandboxes.choices import Capability
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError
+from sandboxes.images import image_tag
 from sandboxes.reconcile import foreign_sandboxes
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,12 @@ def _live_restore() -> tuple[bool, Any]:
     )
 
 
-@register_check("image", _("Sandbox image"), fix="image.build")
+def _builds_the_image() -> bool:
+    """Whether image.build makes the configured image: only cocoon's own tag; another is the operator's."""
+    return bool(config.get_settings()["sandbox"]["image"] == image_tag("base"))
+
+
+@register_check("image", _("Sandbox image"), fix="image.build", fixable=_builds_the_image)
 def _image() -> tuple[bool, Any]:
     image = config.get_settings()["sandbox"]["image"]
     try:
@@ -56,7 +62,15 @@ def _image() -> tuple[bool, Any]:
             return True, image
     except DriverError as error:
         return False, str(error)
-    return False, _("The image is missing: build it with image.build.")
+    if _builds_the_image():
+        return False, _("The image is missing: build it with image.build.")
+    return False, interpolate_lazy(
+        _(
+            "The image %(image)s (settings: sandbox.image) is not on the engine, and cocoon builds only "
+            "%(own)s: load it into the engine, or set sandbox.image back to %(own)s."
+        ),
+        {"image": image, "own": image_tag("base")},
+    )
 
 
 @register_check("toolbox", _("Agent toolbox"), fix="toolbox.install")
@@ -94,7 +108,6 @@ def ensure_on_start() -> None:
     from celery import chain
 
     from sandboxes import networking
-    from sandboxes.images import image_tag
     from sandboxes.reconcile import CREATE_GRACE_S, reconcile
     from sandboxes.tasks import build_image, install_toolbox
     from sandboxes.toolbox import toolbox_status
@@ -131,6 +144,9 @@ def _leftovers() -> tuple[bool, Any]:
     if not left:
         return True, _("None: every sandbox on the engines is this data directory's.")
     return True, interpolate_lazy(
-        _("Kept, left by another data directory: %(list)s. Remove each with `cocoon engine remove <id>`."),
+        _(
+            "Kept, left by another data directory: %(list)s. Make each this one's with "
+            "`cocoon engine adopt <id>`, or remove it with `cocoon engine remove <id>`."
+        ),
         {"list": ", ".join(f"{each.sandbox_id} (node {each.node}, data {each.data})" for each in left)},
     )

@@ -1,6 +1,7 @@
 """The bubblewrap driver, through a live cocoond with COCOON_DRIVER=bwrap (SPEC §3)."""
 
 import json
+import secrets
 import shutil
 import subprocess
 from pathlib import Path
@@ -226,3 +227,43 @@ def test_an_agent_runs_works_is_attached_and_exits_in_a_bwrap_sandbox(bwrap_coco
     cocoond.call("agent.send_input", {"agentId": agent["id"], "text": "exit 3"})
     exited = wait("exited")
     assert (exited["status"], exited["exitCode"]) == ("exited", 3)
+
+
+def test_a_bwrap_root_another_data_directory_left_keeps_its_sandboxes_and_only_its_waiting_members(tmp_path):
+    """Root's bwrap folders live outside the data directory (issue #38): a cocoond on a new one under the
+    same instance name must tell the old one's sandboxes from its own orphans, as on Docker."""
+    name = f"cocoontestbw{secrets.token_hex(3)}"
+    env = {"COCOON_DRIVER": "bwrap", "COCOON_INSTANCE": name}
+    for each in ("x", "y"):
+        (tmp_path / each).mkdir()
+    old = Cocoond(data=tmp_path / "x" / "data", env=env).start()
+    try:
+        old.call("settings.update", {"sandbox": {"pools": [{"size": 1, "network": "none"}], "poolCap": 1}})
+        wait_until(lambda: old.call("system.info")["pool"]["ready"] == 1, timeout=60, interval=0.2)
+        claimed = old.call("sandbox.create", {"network": "none"})
+        run(old, claimed, "sh", "-c", "echo mine > note.txt")
+        wait_until(lambda: old.call("system.info")["pool"]["ready"] == 1, timeout=60, interval=0.2)
+        root = Path("/var/lib/cocoon-bwrap") / name / "sandboxes"
+        waiting = {entry.name for entry in root.iterdir()} - {claimed["id"]}
+        assert len(waiting) == 1
+        old.stop()
+        shutil.rmtree(old.data.parent)
+
+        new = Cocoond(data=tmp_path / "y" / "data", env=env).start()
+        try:
+            assert {entry.name for entry in root.iterdir()} == {claimed["id"]}
+            assert [each["sandboxId"] for each in new.call("engine.foreign")] == [claimed["id"]]
+            adopted = new.call("engine.adopt", {"sandboxId": claimed["id"]})
+            assert (adopted["name"], adopted["network"], adopted["driver"]) == (
+                claimed["id"],
+                "none",
+                "bwrap",
+            )
+            assert run(new, adopted, "cat", "note.txt")["stdout"] == "mine\n"
+            assert new.call("engine.foreign") == []
+            new.call("sandbox.delete", {"sandboxId": claimed["id"]})
+        finally:
+            new.stop()
+    finally:
+        old.stop()
+        shutil.rmtree(Path("/var/lib/cocoon-bwrap") / name, ignore_errors=True)

@@ -1,5 +1,6 @@
 """Sandboxes on the real Docker engine, through a live cocoond (SPEC §3)."""
 
+import secrets
 import shutil
 import subprocess
 import time
@@ -7,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import free_port, instance_objects
+from tests.conftest import free_port, instance_objects, wait_until
 
 
 @pytest.fixture
@@ -345,6 +346,36 @@ def test_setup_checklist_has_network_and_image(cocoond, sandbox_image):
     items = {item["key"]: item for item in cocoond.call("system.setup_status")["items"]}
     assert items["network"]["ok"] is True
     assert items["image"]["ok"] is True
+
+
+def test_the_image_item_offers_only_a_fix_that_repairs_it_and_the_fix_does(
+    cocoond, docker_client, sandbox_image
+):
+    """Issue #38: a checklist fix must work. image.build makes cocoon's own tag, never a custom one."""
+
+    def image_item():
+        return {item["key"]: item for item in cocoond.call("system.setup_status")["items"]}["image"]
+
+    custom = f"cocoon-sandbox:absent-{secrets.token_hex(4)}"
+    configured = cocoond.call("settings.get")["sandbox"]["image"]
+    cocoond.call("settings.update", {"sandbox": {"image": custom}})
+    try:
+        item = image_item()
+        assert (item["ok"], item["fix"]) == (False, None)
+        assert custom in item["detail"]
+        assert "sandbox.image" in item["detail"]
+    finally:
+        cocoond.call("settings.update", {"sandbox": {"image": configured}})
+
+    docker_client.images.remove("cocoon-sandbox:latest")  # the build cache keeps its layers
+    try:
+        item = image_item()
+        assert (item["ok"], item["fix"]) == (False, "image.build")
+        cocoond.call(item["fix"], {"variant": "base"})
+        wait_until(lambda: image_item()["ok"], timeout=300, interval=1)
+    finally:
+        if not docker_client.images.list(name="cocoon-sandbox:latest"):
+            docker_client.images.get(sandbox_image).tag("cocoon-sandbox", "latest")
 
 
 def test_state_is_reconciled_across_a_cocoond_restart(start_cocoond, sandbox_image, docker_client):

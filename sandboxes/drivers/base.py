@@ -83,6 +83,19 @@ class SandboxSpec:
     # (the proxy, which answers none, so no name lookup leaves the machine).
     env: dict[str, str] = field(default_factory=dict)
     dns: list[str] = field(default_factory=list)
+    # A warm pool's member: the engine marks it so until a claim (release_member), so a member another
+    # data directory left is known for one nobody worked in.
+    pool_member: bool = False
+
+
+@dataclass(frozen=True)
+class FoundSandbox:
+    """What the engine's objects say a sandbox was made as: enough for a row to adopt it."""
+
+    image: str
+    network: str
+    limits: Limits
+    runtime: str = ""
 
 
 @dataclass
@@ -321,6 +334,20 @@ class SandboxDriver(abc.ABC):
         """list_ids() with the data directory each sandbox's objects carry ("" if made before data ids).
         A driver that keeps no labels holds only this data directory's sandboxes."""
         return dict.fromkeys(self.list_ids(), settings.COCOON_DATA_ID)
+
+    def members(self) -> set[str]:
+        """Ids of the sandboxes the engine marks as warm pool members nobody claimed (SandboxSpec.
+        pool_member). A driver that keeps no marks has none: only this data directory's rows say so."""
+        return set()
+
+    def release_member(self, sandbox_id: str) -> None:
+        """A claim took the member: its mark goes (it holds a user's work from now on). Nothing to do
+        for a driver that keeps no marks."""
+        return None
+
+    def describe(self, sandbox_id: str) -> FoundSandbox:
+        """What the sandbox's objects say it was made as (DriverError when they do not say)."""
+        raise DriverError(f"the {self.kind} engine keeps no description of sandbox {sandbox_id}")
 
     @abc.abstractmethod
     def exec(

@@ -1,12 +1,20 @@
 """RPC methods of the engine objects another data directory left under this instance's name (admin):
-listed, and removed on purpose (reconcile never removes them: their workspaces are someone's work)."""
+listed, and adopted or removed on purpose (reconcile never removes them: their workspaces are someone's
+work)."""
 
 from typing import Any
 
 from cocoon.registry import Call, registry
 from cocoon.schema import EMPTY, array, obj
 from sandboxes import reconcile
-from sandboxes.schemas import FOREIGN_SANDBOX, SANDBOX_ID, serialize_foreign_sandbox
+from sandboxes.schemas import (
+    FOREIGN_SANDBOX,
+    SANDBOX,
+    SANDBOX_ID,
+    SANDBOX_NAME,
+    serialize_foreign_sandbox,
+    serialize_sandbox,
+)
 
 
 @registry.method(
@@ -29,3 +37,20 @@ def engine_foreign(call: Call) -> list[dict[str, Any]]:
 def engine_remove(call: Call) -> dict[str, Any]:
     reconcile.remove_foreign(call.params["sandboxId"], actor=call.actor)
     return {}
+
+
+@registry.method(
+    "engine.adopt",
+    description=(
+        "Make a sandbox another data directory left this one's, workspace and all: it is listed and "
+        "works like any other from then on (its old agents are not adopted)."
+    ),
+    params=obj({"sandboxId": SANDBOX_ID, "name": SANDBOX_NAME}, required=("sandboxId",)),
+    result=SANDBOX,
+    admin=True,
+)
+def engine_adopt(call: Call) -> dict[str, Any]:
+    adopted = reconcile.adopt_foreign(
+        call.params["sandboxId"], name=call.params.get("name"), actor=call.actor
+    )
+    return serialize_sandbox(adopted)

@@ -30,7 +30,15 @@ def cli(instance: Cocoond, *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_a_new_data_directory_replaces_the_old_proxy_keeps_the_old_sandboxes_and_removes_them_on_purpose(
+def sandbox_containers(docker_client, instance: str) -> set[str]:
+    """The ids of the instance's sandbox containers, pool members too."""
+    filters = {"label": [f"io.cocoon.instance={instance}", "io.cocoon.kind=sandbox"]}
+    return {
+        each.labels["io.cocoon.sandbox"] for each in docker_client.containers.list(all=True, filters=filters)
+    }
+
+
+def test_a_new_data_directory_replaces_the_old_proxy_and_members_keeps_the_sandboxes_adopts_or_removes_them(
     tmp_path, sandbox_image, docker_client
 ):
     name = f"cocoontestdd{os.getpid()}"
@@ -40,6 +48,15 @@ def test_a_new_data_directory_replaces_the_old_proxy_keeps_the_old_sandboxes_and
     try:
         left = old.call("sandbox.create", {"network": "egress", "image": sandbox_image})
         assert old.call("egress.status")["running"]
+        # A warm pool: one member claimed (someone's sandbox now), one waiting (no one's work).
+        warm = {"network": "none", "image": sandbox_image}
+        old.call("settings.update", {"sandbox": {"pools": [{"size": 1, **warm}], "poolCap": 1}})
+        wait_until(lambda: old.call("system.info")["pool"]["ready"] == 1, timeout=60, interval=0.2)
+        claimed = old.call("sandbox.create", {**warm, "name": "claimed"})
+        old.call("files.write", {"sandboxId": claimed["id"], "path": "note.txt", "content": "mine"})
+        wait_until(lambda: old.call("system.info")["pool"]["ready"] == 1, timeout=60, interval=0.2)
+        waiting = sandbox_containers(docker_client, name) - {left["id"], claimed["id"]}
+        assert len(waiting) == 1
         old_id = (old.data / "data-id").read_text().strip()
         proxy = docker_client.containers.get(f"{name}-egress-proxy")
         assert proxy.labels[DATA_LABEL] == old_id
@@ -57,7 +74,16 @@ def test_a_new_data_directory_replaces_the_old_proxy_keeps_the_old_sandboxes_and
             assert left["id"] in items["leftovers"]["detail"]
             assert "cocoon engine remove" in items["leftovers"]["detail"]
             listed = new.call("engine.foreign")
-            assert listed == [{"sandboxId": left["id"], "node": "nd_local", "data": old_id}]
+            assert listed == sorted(
+                (
+                    {"sandboxId": each, "node": "nd_local", "data": old_id}
+                    for each in (left["id"], claimed["id"])
+                ),
+                key=lambda each: each["sandboxId"],
+            )
+            # The member nobody claimed held no one's work: it is gone, with its volumes.
+            assert sandbox_containers(docker_client, name) == {left["id"], claimed["id"]}
+            assert not docker_client.volumes.list(filters={"label": f"io.cocoon.sandbox={waiting.pop()}"})
 
             # The old proxy is no proxy of this data directory, and the fix the checklist names works.
             assert items["egressProxy"]["ok"] is False
@@ -70,6 +96,24 @@ def test_a_new_data_directory_replaces_the_old_proxy_keeps_the_old_sandboxes_and
             # Neither is set up in this test: the toolbox (COCOON_AUTO_INSTALL is off in the suite) and
             # a provider's key.
             assert {key for key, item in ready.items() if not item["ok"]} == {"toolbox", "providers"}
+
+            # Adopted, the claimed member is this data directory's sandbox, workspace and all.
+            adopted = cli(new, "engine", "adopt", claimed["id"], "--name", "kept")
+            assert adopted.returncode == 0, adopted.stderr
+            answer = json.loads(adopted.stdout)
+            assert (answer["id"], answer["name"], answer["state"], answer["network"]) == (
+                claimed["id"],
+                "kept",
+                "running",
+                "none",
+            )
+            assert (answer["image"], answer["limits"]) == (claimed["image"], claimed["limits"])
+            assert [each["id"] for each in new.call("sandbox.list")] == [claimed["id"]]
+            read = new.call("files.read", {"sandboxId": claimed["id"], "path": "note.txt"})
+            assert read["content"] == "mine"
+            assert [each["sandboxId"] for each in new.call("engine.foreign")] == [left["id"]]
+            again = cli(new, "engine", "adopt", claimed["id"])
+            assert json.loads(again.stderr)["error"]["code"] == "not_found"
 
             removed = cli(new, "engine", "remove", left["id"])
             assert removed.returncode == 0, removed.stderr

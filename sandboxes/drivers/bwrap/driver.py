@@ -10,6 +10,7 @@ import subprocess
 import tarfile
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from sandboxes.drivers.base import (
     DriverError,
     EngineState,
     ExecResult,
+    FoundSandbox,
+    Limits,
     SandboxDriver,
     SandboxNotFound,
     SandboxSpec,
@@ -37,6 +40,9 @@ from sandboxes.drivers.bwrap.output import bounded_communicate
 from sandboxes.drivers.bwrap.terminal import BwrapTty
 
 EXEC_GRACE_S = 5  # past the in-sandbox `timeout`, how long cocoond waits before it gives up on an exec
+
+
+MEMBER_MARK = "member"  # in a warm pool member's folder until a claim (SandboxSpec.pool_member)
 
 
 class BwrapDriver(SandboxDriver):
@@ -125,9 +131,14 @@ class BwrapDriver(SandboxDriver):
                 os.chown(folder / name, self.host_uid, self.host_gid)
             if spec.workspace is not None:
                 self._seed_workspace(folder / "workspace", spec.workspace.archive)
-            (folder / "spec.json").write_text(
-                json.dumps({"network": spec.network, "hostname": spec.hostname, "env": spec.env})
-            )
+            # cocoond's own file (the folder is root's, the sandbox user only traverses it): what the
+            # sandbox was made as, and by which data directory (the root may outlive it, as root's is
+            # outside the data directory).
+            made = {"network": spec.network, "hostname": spec.hostname, "env": spec.env}
+            made |= {"data": settings.COCOON_DATA_ID, "image": spec.image, "limits": asdict(spec.limits)}
+            (folder / "spec.json").write_text(json.dumps(made))
+            if spec.pool_member:
+                (folder / MEMBER_MARK).touch()
             return self.start(spec.sandbox_id)
         except Exception as error:
             self.remove(spec.sandbox_id)
@@ -236,6 +247,34 @@ class BwrapDriver(SandboxDriver):
         if not self.root.is_dir():
             return set()
         return {entry.name for entry in self.root.iterdir() if entry.name.startswith("sb_")}
+
+    def owners(self) -> dict[str, str]:
+        return {sandbox_id: self._made(sandbox_id).get("data", "") for sandbox_id in self.list_ids()}
+
+    def members(self) -> set[str]:
+        return {
+            sandbox_id for sandbox_id in self.list_ids() if (self.folder(sandbox_id) / MEMBER_MARK).exists()
+        }
+
+    def release_member(self, sandbox_id: str) -> None:
+        (self.folder(sandbox_id) / MEMBER_MARK).unlink(missing_ok=True)
+
+    def describe(self, sandbox_id: str) -> FoundSandbox:
+        made = self._made(sandbox_id)
+        try:
+            return FoundSandbox(image=made["image"], network=made["network"], limits=Limits(**made["limits"]))
+        except (KeyError, TypeError):
+            raise DriverError(
+                f"sandbox {sandbox_id} was made before bwrap folders kept a description"
+            ) from None
+
+    def _made(self, sandbox_id: str) -> dict[str, Any]:
+        """The sandbox's spec.json ({} when a remove under way took it)."""
+        try:
+            made = json.loads((self.folder(sandbox_id) / "spec.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return made if isinstance(made, dict) else {}
 
     # -- exec -----------------------------------------------------------------------------------
 

@@ -21,7 +21,9 @@ from sandboxes.drivers.base import (
     Baseline,
     DriverError,
     EngineState,
+    FoundSandbox,
     ImageNotFound,
+    Limits,
     SandboxNotFound,
     SandboxSpec,
     labels,
@@ -89,6 +91,11 @@ class DockerDriver(DockerNetworks, DockerImages, DockerExec):
     def _home_volume(self, sandbox_id: str) -> str:
         return object_name(sandbox_id, "home")
 
+    def _member_volume(self, sandbox_id: str) -> str:
+        """An empty volume marking a warm pool member until a claim: the engine's one mutable mark
+        (a container's labels are fixed), made and removed in one call each."""
+        return object_name(sandbox_id, "member")
+
     def _create_options(self, spec: SandboxSpec) -> dict[str, Any]:
         """The hardened container definition; engine-specific tweaks go in subclasses."""
         options: dict[str, Any] = {
@@ -145,6 +152,10 @@ class DockerDriver(DockerNetworks, DockerImages, DockerExec):
                 volumes.append(self._home_volume(spec.sandbox_id))
             for volume in volumes:  # labelled, so reconcile and clean-ups find them
                 self._client.volumes.create(volume, labels=labels("volume", spec.sandbox_id))
+            if spec.pool_member:
+                self._client.volumes.create(
+                    self._member_volume(spec.sandbox_id), labels=labels("member", spec.sandbox_id)
+                )
             options = self._create_options(spec)
             try:
                 container = self._client.containers.create(**options)
@@ -206,7 +217,46 @@ class DockerDriver(DockerNetworks, DockerImages, DockerExec):
         for volume in (self._workspace_volume(sandbox_id), self._home_volume(sandbox_id)):
             with contextlib.suppress(NotFound):
                 self._client.volumes.get(volume).remove(force=True)
+        self.release_member(sandbox_id)
         self._remove_sandbox_network(sandbox_id)
+
+    def members(self) -> set[str]:
+        instance = labels("member")["io.cocoon.instance"]
+        marks = self._client.volumes.list(
+            filters={"label": [f"io.cocoon.instance={instance}", "io.cocoon.kind=member"]}
+        )
+        return {(volume.attrs["Labels"] or {}).get("io.cocoon.sandbox", "") for volume in marks} - {""}
+
+    def release_member(self, sandbox_id: str) -> None:
+        try:
+            self._client.volumes.get(self._member_volume(sandbox_id)).remove(force=True)
+        except NotFound:
+            pass
+        except APIError as error:
+            raise driver_error(error) from error
+
+    def describe(self, sandbox_id: str) -> FoundSandbox:
+        attrs = self._container(sandbox_id).attrs
+        host = attrs["HostConfig"]
+        if host.get("NetworkMode") == "none":
+            network = NetworkMode.NONE
+        else:
+            try:
+                internal = self._client.networks.get(self.sandbox_network(sandbox_id)).attrs["Internal"]
+            except NotFound:
+                raise DriverError(f"sandbox {sandbox_id} has lost its network") from None
+            network = NetworkMode.EGRESS if internal else NetworkMode.OPEN
+        runtime = host.get("Runtime") or ""
+        return FoundSandbox(
+            image=attrs["Config"]["Image"],
+            network=network,
+            limits=Limits(
+                cpus=(host.get("NanoCpus") or 0) / 1e9,
+                memory_mb=(host.get("Memory") or 0) // (1024 * 1024),
+                pids=host.get("PidsLimit") or 0,
+            ),
+            runtime=runtime if runtime in OPTIONAL_RUNTIMES else "",
+        )
 
     def inspect(self, sandbox_id: str) -> EngineState:
         try:

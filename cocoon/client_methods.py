@@ -116,6 +116,10 @@ class Methods:
         """Recent attempts the egress proxy refused (per sandbox, host, port and reason, counted)."""
         return self.call("egress.denied", _params({"sandboxId": sandbox_id, "limit": limit}))
 
+    def egress_set_fence(self) -> Any:
+        """Set the open sandboxes' fence (no host, no private networks) on every node that answers again. The setup checklist's fix for a fence not in force."""
+        return self.call("egress.set_fence", _params({}))
+
     def egress_start_proxy(self) -> Any:
         """Build the egress proxy's image if needed and start (or replace) its container; answers egress.status. The setup checklist's fix for a proxy that is down."""
         return self.call("egress.start_proxy", _params({}))
@@ -883,6 +887,10 @@ class AsyncMethods:
     async def egress_denied(self, *, sandbox_id: str | None = None, limit: int | None = None) -> Any:
         """Recent attempts the egress proxy refused (per sandbox, host, port and reason, counted)."""
         return await self.call("egress.denied", _params({"sandboxId": sandbox_id, "limit": limit}))
+
+    async def egress_set_fence(self) -> Any:
+        """Set the open sandboxes' fence (no host, no private networks) on every node that answers again. The setup checklist's fix for a fence not in force."""
+        return await self.call("egress.set_fence", _params({}))
 
     async def egress_start_proxy(self) -> Any:
         """Build the egress proxy's image if needed and start (or replace) its container; answers egress.status. The setup checklist's fix for a proxy that is down."""

@@ -67,6 +67,19 @@ def _check_pools(document: dict[str, Any]) -> None:
         raise fields_error(fields)
 
 
+def _check_open_allow(document: dict[str, Any]) -> None:
+    """Each of sandbox.openAllowCidrs a network, written as one (no host bits set: 10.0.5.0/24)."""
+    fields = []
+    for index, cidr in enumerate(document["sandbox"].get("openAllowCidrs", [])):
+        try:
+            ipaddress.IPv4Network(cidr)
+        except ValueError:
+            message = interpolate_lazy(_("%(cidr)s is no IPv4 network (like 10.0.5.0/24)."), {"cidr": cidr})
+            fields.append(field(f"sandbox.openAllowCidrs.{index}", message, "invalid_cidr"))
+    if fields:
+        raise fields_error(fields)
+
+
 def _check_consumable(document: dict[str, Any]) -> None:
     """What the schema cannot say but the egress proxy needs: a provider's base URL names a host it
     can dial, and the CA bundle is one. A value it could not use would make it refuse the policy."""
@@ -118,6 +131,7 @@ def validate_document(document: dict[str, Any]) -> None:
     validate(_document_validator, document)
     _check_limits(document)
     _check_pools(document)
+    _check_open_allow(document)
     _check_consumable(document)
     _check_channels(document)
 

@@ -31,6 +31,10 @@ DEFAULTS: dict[str, Any] = {
         # Which node a new sandbox goes to when there are several (sandboxes.placement): spread (the
         # one with the most room left) or pack (the one with the least that still fits).
         "placement": "spread",
+        # What open sandboxes may reach besides the public internet (IPv4 CIDRs, e.g. a package mirror
+        # on the LAN): the host itself and private, link-local, loopback and multicast addresses are
+        # refused to them otherwise (egress.fence).
+        "openAllowCidrs": [],
     },
     # GitHub (or GitHub Enterprise): where pushes may carry GITHUB_TOKEN, and the REST API for PRs.
     "git": {"githubUrl": "https://github.com", "githubApiUrl": "https://api.github.com"},

@@ -39,6 +39,7 @@ LIMITS = obj(
 LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 TOP_LABEL = r"[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 NAME_PATTERN = rf"^(?:{LABEL}\.)*{TOP_LABEL}$"
+CIDR = string(pattern=r"^[0-9.]+(/[0-9]{1,2})?$", maxLength=18)  # an IPv4 network; settings_checks parses it
 HOST = string(pattern=rf"^(?:\*\.)?{NAME_PATTERN[1:]}", maxLength=255)
 POOL_SIZE_MAX = 50
 POOL_TEMPLATE_FIELDS = ("image", "network", "runtime", "limits", "repo", "branch")
@@ -117,6 +118,7 @@ SETTINGS_SCHEMA: Schema = obj(
                 "pools": array(POOL, maxItems=20),
                 "poolCap": integer(minimum=0, maximum=1000),
                 "placement": enum("spread", "pack"),
+                "openAllowCidrs": array(CIDR, maxItems=100),
             },
             required=("image", "network", "limits", "maxLimits"),
         ),

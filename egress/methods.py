@@ -9,15 +9,18 @@ from cocoon.errors import InvalidParams, NotFound, field_error
 from cocoon.registry import Call, registry
 from cocoon.schema import STRING, array, integer, nullable, obj, string
 from cocoon.settings_checks import dialable
-from egress import providers, remote, services
+from egress import fence, providers, remote, services
 from egress.container import proxy_status
+from egress.models import Fence
 from egress.schemas import (
     DENIED,
     EGRESS_STATUS,
+    FENCE,
     PROVIDER,
     PROVIDER_CHECK,
     serialize_denied,
     serialize_egress_status,
+    serialize_fence,
     serialize_provider,
     serialize_provider_check,
 )
@@ -49,6 +52,19 @@ def egress_status(call: Call) -> dict[str, Any]:
 def egress_start_proxy(call: Call) -> dict[str, Any]:
     services.start_proxy()
     return egress_status(call)
+
+
+@registry.method(
+    "egress.set_fence",
+    description="Set the open sandboxes' fence (no host, no private networks) on every node that answers "
+    "again. The setup checklist's fix for a fence not in force.",
+    params=obj({}),
+    result=array(FENCE),
+    admin=True,
+)
+def egress_set_fence(call: Call) -> list[dict[str, Any]]:
+    fence.set_everywhere()
+    return [serialize_fence(row) for row in Fence.objects.order_by("node")]
 
 
 @registry.method(

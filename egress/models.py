@@ -38,3 +38,16 @@ class DeniedAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port} from {self.sandbox_id or self.source} ({self.reason})"
+
+
+class Fence(models.Model):
+    """What the open sandboxes' fence (egress.fence) holds on a node, as of its last setting: the digest of
+    its rules, or why they could not be set. Start and changes set it again where it differs."""
+
+    node = models.CharField(primary_key=True, max_length=40)
+    digest = models.CharField(max_length=64, blank=True)  # "" until set once
+    error = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"fence of {self.node}"

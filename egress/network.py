@@ -27,9 +27,14 @@ class EgressNetwork:
         transaction.on_commit(services.sync_quietly)
 
     def on_start(self, install: bool) -> Any:
-        from egress.tasks import start_proxy
+        from celery import chain
+
+        from egress.tasks import set_fence, start_proxy
 
         # A change the last cocoond committed but was killed before publishing (egress.allow, a setting)
         # would otherwise stay out of the proxy's policy until the next change: publish what the rows say.
         services.sync_quietly()
-        return start_proxy.si() if install and services.enforced() else None
+        if not services.enforced():
+            return None
+        # The fence always (netfilter rules do not outlive a host's restart); then the proxy if asked.
+        return chain(set_fence.si(), start_proxy.si()) if install else set_fence.si()

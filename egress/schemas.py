@@ -8,7 +8,7 @@ from django.utils import translation
 from cocoon import settings_schema
 from cocoon.choices import ProviderKind
 from cocoon.schema import BOOLEAN, INTEGER, STRING, TIMESTAMP, array, enum, nullable, obj
-from egress.models import DeniedAttempt
+from egress.models import DeniedAttempt, Fence
 from egress.types import NodeProxyStatus, Provider, ProviderCheck, ProxyStatus
 
 DENIED = obj(
@@ -23,6 +23,8 @@ DENIED = obj(
         "lastAt": TIMESTAMP,
     }
 )
+# The open sandboxes' fence on a node: in force when error is null.
+FENCE = obj({"node": STRING, "error": nullable(STRING), "updatedAt": TIMESTAMP})
 EGRESS_STATUS = obj(
     {
         "enforced": BOOLEAN,
@@ -69,6 +71,10 @@ PROVIDER_CHECK = obj(
         "models": array(STRING),
     }
 )
+
+
+def serialize_fence(row: Fence) -> dict[str, Any]:
+    return {"node": row.node, "error": row.error or None, "updatedAt": row.updated_at.isoformat()}
 
 
 def serialize_denied(row: DeniedAttempt) -> dict[str, Any]:

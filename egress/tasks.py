@@ -2,7 +2,7 @@ import logging
 
 from celery import shared_task
 
-from egress import remote, services
+from egress import fence, remote, services
 
 logger = logging.getLogger(__name__)
 
@@ -19,3 +19,15 @@ def tick() -> None:
 @shared_task(ignore_result=True)
 def start_proxy() -> None:
     services.start_proxy()
+
+
+@shared_task(ignore_result=True)
+def set_fence(node: str | None = None) -> None:
+    """The open sandboxes' fence on one node, or on every node that answers."""
+    if node is None:
+        fence.set_everywhere()
+    else:
+        try:
+            fence.set_fence(node)
+        except Exception:
+            logger.exception("could not set the open sandboxes' fence on node %s", node)

@@ -1,5 +1,8 @@
 """Shared fixtures: live cocoond subprocesses, real WebSocket clients, a real Redis."""
 
+import hashlib
+import ipaddress
+import itertools
 import json
 import os
 import secrets
@@ -47,6 +50,34 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 20, interval: floa
         time.sleep(interval)
 
 
+# Each cocoond of a run gets sandbox subnets of its own (a /22 of 10.160.0.0/11, in turn from a slot of
+# the run's pid), so one instance's open-sandbox fence (egress.fence: rules on the source range) never
+# judges another's sandboxes; each one's fence is taken off at the end of the run.
+_subnet_slots = itertools.count(os.getpid() * 53 % 2048)
+STARTED_INSTANCES: set[str] = set()
+
+
+def _own_subnets() -> str:
+    return str(
+        list(ipaddress.IPv4Network("10.160.0.0/11").subnets(new_prefix=22))[next(_subnet_slots) % 2048]
+    )
+
+
+def fence_chain(instance: str) -> str:
+    """The chain of an instance's open-sandbox fence (egress.fence.chain)."""
+    return "COCOON-" + hashlib.sha256(instance.encode()).hexdigest()[:8]
+
+
+def remove_fence(instance: str) -> None:
+    """Take an instance's fence off this host, as egress.fence.remove_fence does on a node."""
+    chain = fence_chain(instance)
+    for parent, child in (("DOCKER-USER", chain), ("FORWARD", chain), ("INPUT", f"{chain}-IN")):
+        while subprocess.run(["iptables", "-D", parent, "-j", child], capture_output=True).returncode == 0:
+            pass
+        subprocess.run(["iptables", "-F", child], capture_output=True)
+        subprocess.run(["iptables", "-X", child], capture_output=True)
+
+
 @dataclass
 class Cocoond:
     """A real cocoond subprocess on its own port and data directory."""
@@ -56,6 +87,7 @@ class Cocoond:
     args: list[str] = field(default_factory=list)  # extra cocoond options, e.g. --no-access-log
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
+    subnets: str = field(default_factory=_own_subnets)
 
     @property
     def url(self) -> str:
@@ -86,7 +118,9 @@ class Cocoond:
             COCOON_BIND=f"127.0.0.1:{self.port}",
             # Each instance owns its engine objects; reconcile would otherwise treat another's as orphans.
             COCOON_INSTANCE=self.instance,
+            COCOON_SANDBOX_SUBNETS=self.subnets,
         )
+        STARTED_INSTANCES.add(self.instance)
         env.update(self.env)
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -375,6 +409,30 @@ def remove_instance_objects(client: Any, instance: str, prefix: bool = False) ->
     for network in client.networks.list(filters={"label": "io.cocoon.instance"}):
         if ours(network.attrs.get("Labels")):
             network.remove()
+    for started in [
+        each for each in STARTED_INSTANCES if each.startswith(instance) and (prefix or each == instance)
+    ]:
+        remove_fence(started)
+
+
+@contextmanager
+def open_to(instance: "Cocoond", address: str) -> Iterator[None]:
+    """Let the instance's open sandboxes reach a host address (a stand-in served on a gateway, which the
+    fence refuses them otherwise) for the block: sandbox.openAllowCidrs, as an operator allows a mirror."""
+    before = instance.call("settings.get")["sandbox"]["openAllowCidrs"]
+    instance.call("settings.update", {"sandbox": {"openAllowCidrs": [*before, f"{address}/32"]}})
+    try:
+        yield
+    finally:
+        instance.call("settings.update", {"sandbox": {"openAllowCidrs": before}})
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fences_removed_at_the_end() -> Iterator[None]:
+    """The open-sandbox fences of every cocoond this run started leave with the run."""
+    yield
+    for instance in STARTED_INSTANCES:
+        remove_fence(instance)
 
 
 @pytest.fixture(scope="session")

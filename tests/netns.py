@@ -1,6 +1,7 @@
 """A host of our own 'outside' the machine: a network namespace behind a veth pair, reached from
 containers exactly like a host on the internet, and routed only to that veth."""
 
+import ipaddress
 import os
 import re
 import socket
@@ -47,23 +48,25 @@ def namespace_of(name: str) -> str:
 
 @contextmanager
 def namespace_host(name: str, subnet: str, serve: list[str], port: int) -> Iterator[str]:
-    """Run serve (argv) inside a fresh namespace at <subnet>.2 (a /30; the host side is .1) and yield
-    that address once port answers; everything is removed afterwards."""
+    """Run serve (argv) inside a fresh namespace at <subnet>.2 (a /30; the host side is .1), or at the
+    second address of subnet when it is a /30 itself ("169.254.169.252/30": .254), and yield that
+    address once port answers; everything is removed afterwards."""
     namespace, host_side = namespace_of(name), host_link(name)
-    address = f"{subnet}.2"
+    network = ipaddress.IPv4Network(subnet if "/" in subnet else f"{subnet}.0/30")
+    gateway, address = (str(each) for each in network.hosts())
     remove_stale_namespaces()
-    taken = _ip("-4", "-o", "addr", "show", "to", f"{subnet}.0/30")
-    assert not taken, f"{subnet}.0/30 is already in use by another live test run: {taken}"
+    taken = _ip("-4", "-o", "addr", "show", "to", str(network))
+    assert not taken, f"{network} is already in use by another live test run: {taken}"
     _ip("netns", "add", namespace)
     server = None
     try:
         _ip("link", "add", host_side, "type", "veth", "peer", "name", "eth0", "netns", namespace)
-        _ip("addr", "add", f"{subnet}.1/30", "dev", host_side)
+        _ip("addr", "add", f"{gateway}/30", "dev", host_side)
         _ip("link", "set", host_side, "up")
         _ip("-n", namespace, "addr", "add", f"{address}/30", "dev", "eth0")
         _ip("-n", namespace, "link", "set", "eth0", "up")
         _ip("-n", namespace, "link", "set", "lo", "up")
-        _ip("-n", namespace, "route", "add", "default", "via", f"{subnet}.1")
+        _ip("-n", namespace, "route", "add", "default", "via", gateway)
         server = subprocess.Popen(["ip", "netns", "exec", namespace, *serve])
         deadline = time.monotonic() + 10
         while True:

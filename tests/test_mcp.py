@@ -10,6 +10,8 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.conftest import open_to
+
 
 async def with_session(cocoond, token, action):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -160,24 +162,25 @@ def test_claude_code_lists_cocoon_as_a_connected_mcp_server(toolbox_cocoond, doc
     agent_token = cocoond.call("tokens.create", {"name": "claude-mcp", "scope": "agent"})["token"]
     sandbox = cocoond.call("sandbox.create", {"network": "open"})
     try:
-        script = (
-            f'claude mcp add --transport http cocoon "http://{gateway}:{relay.port}/mcp" '
-            '--header "Authorization: Bearer $TOKEN" '
-            # The relay stands in for cocoond's own address, which is not one of its host names.
-            f'--header "Host: localhost:{cocoond.port}" >/dev/null && claude mcp list'
-        )
-        result = cocoond.call(
-            "sandbox.exec",
-            {
-                "sandboxId": sandbox["id"],
-                "command": ["sh", "-c", script],
-                "env": {"TOKEN": agent_token},
-                "timeoutS": 60,
-            },
-        )
-        assert result["exitCode"] == 0, result
-        assert "cocoon" in result["stdout"]
-        assert "Connected" in result["stdout"], result["stdout"]
+        with open_to(cocoond, gateway):
+            script = (
+                f'claude mcp add --transport http cocoon "http://{gateway}:{relay.port}/mcp" '
+                '--header "Authorization: Bearer $TOKEN" '
+                # The relay stands in for cocoond's own address, which is not one of its host names.
+                f'--header "Host: localhost:{cocoond.port}" >/dev/null && claude mcp list'
+            )
+            result = cocoond.call(
+                "sandbox.exec",
+                {
+                    "sandboxId": sandbox["id"],
+                    "command": ["sh", "-c", script],
+                    "env": {"TOKEN": agent_token},
+                    "timeoutS": 60,
+                },
+            )
+            assert result["exitCode"] == 0, result
+            assert "cocoon" in result["stdout"]
+            assert "Connected" in result["stdout"], result["stdout"]
     finally:
         cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
         relay.close()

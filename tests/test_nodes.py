@@ -4,6 +4,7 @@ when one is cut off. Placement itself is a pure function, tested first."""
 
 import json
 import os
+import socket
 import subprocess
 import time
 from collections import Counter
@@ -15,7 +16,7 @@ from sandboxes.placement import Candidate, Demand, Room, place
 from tests.conftest import Cocoond, remove_instance_objects, wait_until
 from tests.llm_standin import AnthropicStandIn
 from tests.netns import host_link
-from tests.nodes import make_pki, remote_engine
+from tests.nodes import ENGINE_PORT, make_pki, remote_engine
 from tests.test_agents_e2e import says_hello_through_the_proxy
 from tests.test_egress import STANDIN, curl, in_agent, shell_agent
 from tests.test_toolbox import install
@@ -384,6 +385,37 @@ def test_egress_and_the_credential_proxy_work_on_a_remote_node_through_its_own_p
     wait_until(lambda: any(found["id"] == late["id"] for found in metered()), timeout=30)
     cocoond.call("settings.reset", {"keys": ["egress", "providers"]})
     cocoond.post("secrets.delete", {"name": "STANDIN_SECRET"})
+
+
+def test_an_open_sandbox_on_a_remote_node_is_fenced_by_rules_set_on_that_node(
+    cluster, engines, sandbox_image, upstream
+):
+    """Issue #39: the fence is set on each node by a helper container on its own engine, not assumed."""
+    cocoond, (_first, second) = cluster, engines
+
+    def fence_ok() -> bool:
+        items = {item["key"]: item for item in cocoond.call("system.setup_status")["items"]}
+        return items["openFence"]["ok"]
+
+    wait_until(fence_ok, timeout=120)
+    opened = create(cocoond, sandbox_image, node="nb", network="open")
+    control_plane = second.address.rsplit(".", 1)[0] + ".1"  # this host, across the node's link
+    with socket.create_server(("0.0.0.0", 0)) as listener:
+        targets = {
+            "the node's own engine API": (second.address, ENGINE_PORT),
+            "a host across its link": (control_plane, listener.getsockname()[1]),
+            "the public-looking upstream": (upstream.address, 443),
+        }
+        probes = "; ".join(
+            f"timeout 3 bash -c 'echo > /dev/tcp/{host}/{port}' 2>/dev/null && echo {host}:{port}"
+            for host, port in targets.values()
+        )
+        result = cocoond.call("sandbox.exec", {"sandboxId": opened["id"], "command": ["bash", "-c", probes]})
+    reached = set(result["stdout"].split())
+    assert {name for name, (host, port) in targets.items() if f"{host}:{port}" in reached} == {
+        "the public-looking upstream"
+    }
+    cocoond.call("sandbox.delete", {"sandboxId": opened["id"]})
 
 
 def test_the_toolbox_goes_to_every_node_and_to_one_taken_in_later(cluster, engines, sandbox_image):

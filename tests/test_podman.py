@@ -1,6 +1,7 @@
 """The Podman driver, through Podman's Docker-compatible API on a socket of our own (SPEC §3)."""
 
 import shutil
+import socket
 import subprocess
 
 import pytest
@@ -51,6 +52,25 @@ def run(instance, sandbox, *command):
 
 
 @pytest.mark.e2e
+def assert_fenced(instance, sandbox) -> None:
+    """Issue #39: a Podman sandbox's open network is fenced as Docker's (its rules hooked into FORWARD
+    where there is no DOCKER-USER): a host service on its bridge's gateway is refused."""
+
+    def fence_ok() -> bool:
+        items = {item["key"]: item for item in instance.call("system.setup_status")["items"]}
+        return items["openFence"]["ok"]
+
+    wait_until(fence_ok, timeout=300)
+    [ip] = sandbox["ips"].values()
+    gateway = ip.rsplit(".", 1)[0] + ".1"
+    with socket.create_server(("0.0.0.0", 0)) as listener:
+        port = listener.getsockname()[1]
+        with socket.create_connection((gateway, port), timeout=3):
+            pass  # a host address, reached from the host
+        probe = f"timeout 3 bash -c 'echo > /dev/tcp/{gateway}/{port}' 2>&1 && echo reached"
+        assert "reached" not in run(instance, sandbox, "bash", "-c", probe)["stdout"]
+
+
 def test_podman_builds_the_image_and_runs_hardened_sandboxes(podman_cocoond):
     info = podman_cocoond.call("system.info")
     assert info["driverKind"] == "podman"
@@ -71,6 +91,8 @@ def test_podman_builds_the_image_and_runs_hardened_sandboxes(podman_cocoond):
         assert run(podman_cocoond, sandbox, "cat", "/proc/net/dev")["stdout"].count(":") == interfaces
         head = run(podman_cocoond, sandbox, "git", "rev-parse", "HEAD")["stdout"]
         assert run(podman_cocoond, sandbox, "git", "rev-parse", "cocoon-baseline^{commit}")["stdout"] == head
+        if network == "open":
+            assert_fenced(podman_cocoond, sandbox)
         if network == "none":
             agent = spawn_idle(podman_cocoond, sandbox)
             assert max(hook_latencies(podman_cocoond, sandbox, agent, ["blocked", "done"])) < 2

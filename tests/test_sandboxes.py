@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import free_port, instance_objects, wait_until
+from tests.conftest import free_port, instance_objects, open_to, wait_until
 
 
 @pytest.fixture
@@ -220,7 +220,8 @@ def git_daemon(tmp_path, cocoond, docker_client):
         ]
     )
     time.sleep(0.5)
-    yield f"git://{host}:{port}/project.git"
+    with open_to(cocoond, host):
+        yield f"git://{host}:{port}/project.git"
     daemon.terminate()
     daemon.wait(timeout=10)
 

@@ -10,6 +10,7 @@ import tarfile
 import httpx
 import pytest
 
+from tests.conftest import open_to
 from tests.githost import GitHost
 
 GIT_ENV = (
@@ -49,7 +50,8 @@ def github(cocoond, sandbox_image, docker_client, tmp_path_factory):
     host = GitHost(gateway, root, TOKEN)
     cocoond.call("settings.update", {"git": {"githubUrl": host.url, "githubApiUrl": f"{host.url}/api"}})
     cocoond.call("secrets.set", {"name": "GITHUB_TOKEN", "value": TOKEN})
-    yield host
+    with open_to(cocoond, gateway):
+        yield host
     host.close()
     cocoond.call("settings.reset", {"keys": ["git"]})
     cocoond.call("secrets.delete", {"name": "GITHUB_TOKEN"})

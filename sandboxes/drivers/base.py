@@ -300,6 +300,15 @@ class SandboxDriver(abc.ABC):
         proxy: it shares no folder with the control plane)."""
         raise self._lacks("service containers")
 
+    def run_host_helper(
+        self, image: str, command: list[str], *, host_network: bool = True, timeout: float = 60
+    ) -> ExecResult:
+        """Run a one-shot container of image in the host's network namespace with NET_ADMIN and NET_RAW
+        alone (host_network=False: on the engine's default bridge, with no capability), then remove it:
+        how cocoon sets the node's netfilter rules (egress.fence) on any engine it reaches, local or
+        remote, without a process of its own there."""
+        raise self._lacks("service containers")
+
     # Agents' terminals
 
     def agent_terminal_command(self, agent_id: str, *, read_only: bool = False) -> list[str]:

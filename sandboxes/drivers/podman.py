@@ -74,6 +74,9 @@ class PodmanDriver(DockerDriver):
         # way, so the proxy can write its ack next to the policy.
         return {"user": "0:0", "ulimits": self._ulimits()}
 
+    def _helper_options(self) -> dict[str, Any]:
+        return {"ulimits": self._ulimits()}
+
     @staticmethod
     def _ulimits() -> list[docker.types.Ulimit]:
         # Podman's default rlimits (a million open files) fail where the service's own hard limits are

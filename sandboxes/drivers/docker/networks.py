@@ -1,9 +1,10 @@
 """Networks (the shared "outbound" one and each sandbox's own) and cocoon's service containers (the
-egress proxy), which live on them."""
+egress proxy), which live on them; and the one-shot helper that sets the host's rules for them."""
 
 import contextlib
 import ipaddress
 import os
+import secrets
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -15,7 +16,15 @@ from django.conf import settings
 from docker.errors import APIError, NotFound
 
 from sandboxes.choices import NetworkMode
-from sandboxes.drivers.base import DATA_LABEL, DriverError, ServiceSpec, ServiceState, labels, object_name
+from sandboxes.drivers.base import (
+    DATA_LABEL,
+    DriverError,
+    ExecResult,
+    ServiceSpec,
+    ServiceState,
+    labels,
+    object_name,
+)
 from sandboxes.drivers.docker.engine import DockerEngine, driver_error, network_addresses
 
 # Each sandbox network is this small: the sandbox, the egress proxy, the engine's gateway.
@@ -241,6 +250,44 @@ class DockerNetworks(DockerEngine):
         except Exception as error:
             raise driver_error(error) from error
         return self._service_state(container)
+
+    def _helper_options(self) -> dict[str, Any]:
+        """Engine-specific options for the one-shot helper containers."""
+        return {}
+
+    def run_host_helper(
+        self, image: str, command: list[str], *, host_network: bool = True, timeout: float = 60
+    ) -> ExecResult:
+        container = None
+        try:
+            container = self._client.containers.create(
+                image,
+                command[1:],
+                entrypoint=command[:1],  # not []: Podman would keep the image's own then
+                name=object_name("helper", secrets.token_hex(4)),
+                labels=labels("helper"),
+                user="0:0" if host_network else "65534:65534",
+                network_mode="host" if host_network else "bridge",
+                cap_drop=["ALL"],
+                cap_add=["NET_ADMIN", "NET_RAW"] if host_network else [],
+                security_opt=["no-new-privileges:true"],
+                read_only=True,
+                tmpfs={"/run": "size=1m"},  # iptables' lock file
+                mem_limit="128m",
+                pids_limit=32,
+                **self._helper_options(),
+            )
+            container.start()
+            exit_code = container.wait(timeout=timeout)["StatusCode"]
+            stdout = container.logs(stdout=True, stderr=False)
+            stderr = container.logs(stdout=False, stderr=True)
+        except Exception as error:
+            raise driver_error(error) from error
+        finally:
+            if container is not None:
+                with contextlib.suppress(Exception):
+                    container.remove(force=True)
+        return ExecResult(exit_code, stdout, stderr)
 
     def remove_service(self, name: str) -> None:
         try:

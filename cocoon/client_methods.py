@@ -590,6 +590,7 @@ class Methods:
         secrets: dict | None = None,
         security: dict | None = None,
         agents: dict | None = None,
+        tasks: dict | None = None,
         git: dict | None = None,
         toolbox: dict | None = None,
         usage: dict | None = None,
@@ -607,6 +608,7 @@ class Methods:
                     "secrets": secrets,
                     "security": security,
                     "agents": agents,
+                    "tasks": tasks,
                     "git": git,
                     "toolbox": toolbox,
                     "usage": usage,
@@ -636,7 +638,7 @@ class Methods:
         )
 
     def task_cancel(self, *, task_id: str) -> Any:
-        """Cancel a queued or running task (its running agent is stopped; the sandbox stays)."""
+        """Cancel a queued or running task (its running agent is stopped; its own sandbox stays for settings.tasks.keepFailedSandboxHours)."""
         return self.call("task.cancel", _params({"taskId": task_id}))
 
     def task_create(
@@ -677,6 +679,10 @@ class Methods:
     def task_reject(self, *, task_id: str) -> Any:
         """Close a task in review without its changes (cancelled; its sandbox stays for a look)."""
         return self.call("task.reject", _params({"taskId": task_id}))
+
+    def task_retry(self, *, task_id: str) -> Any:
+        """Queue a failed task again from its failed step (that step's agent is started anew; the steps before stay done). When its own sandbox was removed meanwhile (settings.tasks.keepFailedSandboxHours), it starts over from the first step in a new one."""
+        return self.call("task.retry", _params({"taskId": task_id}))
 
     def tokens_create(self, *, name: str, scope: str, expires_in_days: int | None = None) -> Any:
         """Create a token. The plain token is in this answer only; it is never shown again."""
@@ -1372,6 +1378,7 @@ class AsyncMethods:
         secrets: dict | None = None,
         security: dict | None = None,
         agents: dict | None = None,
+        tasks: dict | None = None,
         git: dict | None = None,
         toolbox: dict | None = None,
         usage: dict | None = None,
@@ -1389,6 +1396,7 @@ class AsyncMethods:
                     "secrets": secrets,
                     "security": security,
                     "agents": agents,
+                    "tasks": tasks,
                     "git": git,
                     "toolbox": toolbox,
                     "usage": usage,
@@ -1418,7 +1426,7 @@ class AsyncMethods:
         )
 
     async def task_cancel(self, *, task_id: str) -> Any:
-        """Cancel a queued or running task (its running agent is stopped; the sandbox stays)."""
+        """Cancel a queued or running task (its running agent is stopped; its own sandbox stays for settings.tasks.keepFailedSandboxHours)."""
         return await self.call("task.cancel", _params({"taskId": task_id}))
 
     async def task_create(
@@ -1461,6 +1469,10 @@ class AsyncMethods:
     async def task_reject(self, *, task_id: str) -> Any:
         """Close a task in review without its changes (cancelled; its sandbox stays for a look)."""
         return await self.call("task.reject", _params({"taskId": task_id}))
+
+    async def task_retry(self, *, task_id: str) -> Any:
+        """Queue a failed task again from its failed step (that step's agent is started anew; the steps before stay done). When its own sandbox was removed meanwhile (settings.tasks.keepFailedSandboxHours), it starts over from the first step in a new one."""
+        return await self.call("task.retry", _params({"taskId": task_id}))
 
     async def tokens_create(self, *, name: str, scope: str, expires_in_days: int | None = None) -> Any:
         """Create a token. The plain token is in this answer only; it is never shown again."""

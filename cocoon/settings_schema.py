@@ -162,6 +162,9 @@ SETTINGS_SCHEMA: Schema = obj(
             required=("agentNetworkModes",),
         ),
         "agents": obj({"resumeAfterRestart": BOOLEAN}, required=("resumeAfterRestart",)),
+        "tasks": obj(
+            {"keepFailedSandboxHours": integer(minimum=0, maximum=8760)}, required=("keepFailedSandboxHours",)
+        ),
         "git": obj(
             {"githubUrl": string(pattern="^https?://[^/]+$"), "githubApiUrl": string(pattern="^https?://")},
             required=("githubUrl", "githubApiUrl"),
@@ -204,8 +207,8 @@ SETTINGS_SCHEMA: Schema = obj(
         ),
     },
     required=(
-        "general", "sandbox", "egress", "providers", "secrets", "security", "agents", "git", "toolbox",
-        "notifications", "usage",
+        "general", "sandbox", "egress", "providers", "secrets", "security", "agents", "tasks", "git",
+        "toolbox", "notifications", "usage",
     ),
 )  # fmt: skip
 

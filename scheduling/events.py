@@ -18,6 +18,7 @@ activity.register_messages(
         "task.cancelled": _("Task %(task)s was cancelled."),
         "task.approved": _("Task %(task)s was approved."),
         "task.rejected": _("Task %(task)s was rejected."),
+        "task.retried": _("Task %(task)s was started again from step %(step)s."),
     },
     visibility=Visibility.AGENT,
 )

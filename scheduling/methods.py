@@ -88,13 +88,27 @@ def task_get(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "task.cancel",
-    description="Cancel a queued or running task (its running agent is stopped; the sandbox stays).",
+    description="Cancel a queued or running task (its running agent is stopped; its own sandbox stays for "
+    "settings.tasks.keepFailedSandboxHours).",
     params=TASK_BY_ID,
     result=TASK,
     agent_side=True,
 )
 def task_cancel(call: Call) -> dict[str, Any]:
     return serialize_task(services.cancel_task(call.params["taskId"], actor=call.actor), call.language)
+
+
+@registry.method(
+    "task.retry",
+    description="Queue a failed task again from its failed step (that step's agent is started anew; the "
+    "steps before stay done). When its own sandbox was removed meanwhile (settings.tasks."
+    "keepFailedSandboxHours), it starts over from the first step in a new one.",
+    params=TASK_BY_ID,
+    result=TASK,
+    agent_side=True,
+)
+def task_retry(call: Call) -> dict[str, Any]:
+    return serialize_task(services.retry_task(call.params["taskId"], actor=call.actor), call.language)
 
 
 @registry.method(

@@ -1,7 +1,9 @@
 """The wire shapes of tasks and schedules: their JSON Schemas and the dicts that match them, side by side."""
 
+from datetime import datetime, timedelta
 from typing import Any
 
+from cocoon import config
 from cocoon.schema import (
     ANY_OBJECT,
     BOOLEAN,
@@ -76,6 +78,8 @@ TASK = obj(
         "scheduledFor": NULLABLE_TIME,
         "createdBy": STRING,
         "attempts": INTEGER,
+        # A failed or cancelled task's own sandbox is removed then (settings.tasks.keepFailedSandboxHours).
+        "sandboxKeptUntil": NULLABLE_TIME,
         "createdAt": TIMESTAMP,
         "startedAt": NULLABLE_TIME,
         "finishedAt": NULLABLE_TIME,
@@ -107,6 +111,15 @@ SCHEDULE_BY_ID = obj({"scheduleId": SCHEDULE_ID}, required=("scheduleId",))
 PREVIEW = obj({"cron": STRING, "timezone": STRING, "times": array(TIMESTAMP)})
 
 
+def _kept_until(task: Task) -> datetime | None:
+    if not (task.own_sandbox and task.finished_at) or task.status not in (
+        TaskStatus.FAILED,
+        TaskStatus.CANCELLED,
+    ):
+        return None
+    return task.finished_at + timedelta(hours=config.get_settings()["tasks"]["keepFailedSandboxHours"])
+
+
 def serialize_task(task: Task, language: str, *, patch: bool = True) -> dict[str, Any]:
     diff = task.diff
     if diff is not None and not patch:
@@ -130,6 +143,7 @@ def serialize_task(task: Task, language: str, *, patch: bool = True) -> dict[str
         "scheduledFor": timestamp(task.scheduled_for),
         "createdBy": task.created_by,
         "attempts": task.attempts,
+        "sandboxKeptUntil": timestamp(_kept_until(task)),
         "createdAt": task.created_at.isoformat(),
         "startedAt": timestamp(task.started_at),
         "finishedAt": timestamp(task.finished_at),

@@ -5,6 +5,7 @@ scheduling.dispatch hands queued tasks to runners; scheduling.runner drives a ru
 
 import contextlib
 import logging
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -12,10 +13,11 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents import services as agents
-from cocoon import activity
+from cocoon import activity, config
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.errors import CocoonError, Conflict, NotFound
 from cocoon.lookup import get_or_not_found
+from sandboxes import files
 from sandboxes import services as sandboxes
 from sandboxes.models import Sandbox
 from scheduling import workflow
@@ -97,7 +99,7 @@ def close_task(
     params = {"task": task.id}
     if status == TaskStatus.REVIEW:
         params["summary"] = str((task.report or {}).get("summary", ""))[:500]
-    if status == TaskStatus.DONE:
+    if status == TaskStatus.DONE or (status in FINISHED_STATUSES and not _keep_hours()):
         remove_own_sandbox(task)  # first: whoever sees "done" finds the sandbox gone
     with transaction.atomic():
         task.save()
@@ -106,6 +108,70 @@ def close_task(
     if status in FINISHED_STATUSES and task.schedule_id:
         prune_schedule_runs(task.schedule_id)
     dispatch_queued()
+    return task
+
+
+def _keep_hours() -> int:
+    """settings.tasks.keepFailedSandboxHours: how long a failed or cancelled task's own sandbox stays."""
+    return int(config.get_settings()["tasks"]["keepFailedSandboxHours"])
+
+
+def remove_expired_sandboxes(now: datetime | None = None) -> int:
+    """Remove the own sandboxes of failed and cancelled tasks that ended keepFailedSandboxHours ago (the
+    scheduling tick); how many went."""
+    ended_before = (now or timezone.now()) - timedelta(hours=_keep_hours())
+    expired = Task.objects.filter(
+        status__in=[TaskStatus.FAILED, TaskStatus.CANCELLED],
+        own_sandbox=True,
+        finished_at__lte=ended_before,
+        sandbox_id__in=Sandbox.objects.values("id"),
+    )
+    removed = 0
+    for task in expired:
+        remove_own_sandbox(task)
+        removed += 1
+    return removed
+
+
+def retry_task(task_id: str, *, actor: Actor) -> Task:
+    """Queue a failed task again from its failed step (that step's agent is started anew, the ones before
+    stay done); from the first step with a new sandbox when its own one is gone, as the earlier steps'
+    work went with it."""
+    task = get_task(task_id)
+    if task.status != TaskStatus.FAILED:
+        raise Conflict(
+            _("Task %(id)s is %(status)s: only a failed task can be retried."), id=task.id, status=task.status
+        )
+    if not Sandbox.objects.filter(pk=task.sandbox_id).exists():
+        if not task.own_sandbox:
+            raise Conflict(
+                _("Task %(id)s ran in sandbox %(sandbox)s, which is gone: create a new task."),
+                id=task.id,
+                sandbox=task.sandbox_id,
+            )
+        task.sandbox_id, task.current_step = "", 0
+    else:  # the report of the failed run must not pass for the new one's
+        with contextlib.suppress(CocoonError):
+            files.delete_path(task.sandbox_id, workflow.report_path(task.id), False, actor=actor)
+    for index in range(task.current_step, len(task.steps)):
+        task.steps[index] = {"status": StepStatus.PENDING}
+    task.status, task.reason, task.finished_at, task.report, task.attempts = (
+        TaskStatus.QUEUED,
+        None,
+        None,
+        None,
+        0,
+    )
+    with transaction.atomic():
+        task.save()
+        activity.record(
+            "task.retried",
+            {"task": task.id, "step": task.current_step + 1},
+            actor=actor,
+            sandbox_id=task.sandbox_id,
+        )
+        publish_task_updated(task)
+        send_to_runner(task.id)
     return task
 
 
@@ -181,7 +247,7 @@ def approve_task(
 
 
 def reject_task(task_id: str, *, actor: Actor) -> Task:
-    """Close a task in review without taking its changes; its sandbox stays until retention or delete."""
+    """Close a task in review without taking its changes; its own sandbox stays as a failed one's does."""
     task = _reviewable(task_id)
     return close_task(
         task,

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from scheduling import runner, schedules
+from scheduling import runner, schedules, services
 from scheduling.dispatch import RUN_TASK, STALE_AFTER_S, recover_runs
 
 
@@ -13,7 +13,9 @@ def run_task(task_id: str, stale_after_s: float = STALE_AFTER_S) -> str | None:
 
 @shared_task(name="scheduling.tasks.tick")
 def tick() -> int:
-    return len(schedules.tick())
+    fired = len(schedules.tick())
+    services.remove_expired_sandboxes()  # failed runs' sandboxes, kept for a look until then
+    return fired
 
 
 @shared_task(name="scheduling.tasks.recover")

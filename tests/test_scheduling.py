@@ -129,6 +129,51 @@ def test_a_run_that_goes_wrong_ends_failed_with_the_reason(
     cocoond.call("sandbox.delete", {"sandboxId": failed["sandboxId"]})
 
 
+FIXABLE = shell("test -e fixed || exit 7; " + REPORT.replace("OK", "true").replace("CLOSE", "true"))
+
+
+def test_a_failed_task_is_retried_from_its_failed_step_in_the_same_sandbox(cocoond, sandbox_image):
+    """Issue #37: task.retry reruns a failed task from the step that failed, after a fix in its sandbox."""
+    once = shell("echo ran >> log.txt; exit")
+    task = cocoond.call("task.create", shell_task(once, FIXABLE))
+    failed = settled(cocoond, task["id"])
+    assert (failed["status"], failed["reasonCode"], failed["currentStep"]) == ("failed", "step_exit", 1)
+    assert failed["sandboxKeptUntil"] is not None
+    cocoond.call("files.write", {"sandboxId": failed["sandboxId"], "path": "fixed", "content": ""})
+
+    retried = cocoond.call("task.retry", {"taskId": task["id"]})
+    assert (retried["status"], retried["reason"]) == ("queued", None)
+    assert [step["status"] for step in retried["steps"]] == ["done", "pending"]
+    done = settled(cocoond, task["id"])
+    assert done["status"] == "done", done
+    assert done["steps"][0]["agentId"] == failed["steps"][0]["agentId"]  # step 1 did not run again
+    assert done["steps"][1]["agentId"] != failed["steps"][1]["agentId"]
+    assert done["diff"]["patch"].count("+ran") == 1
+    again = cocoond.post("task.retry", {"taskId": task["id"]})
+    assert error_of(again)["code"] == "conflict"
+    assert "only a failed task" in error_of(again)["message"]
+
+
+def test_with_no_hours_to_keep_a_failed_sandbox_goes_at_once_and_a_retry_starts_over(cocoond, sandbox_image):
+    cocoond.call("settings.update", {"tasks": {"keepFailedSandboxHours": 0}})
+    try:
+        task = cocoond.call("task.create", shell_task(shell("echo ran >> log.txt; exit"), FIXABLE))
+        failed = settled(cocoond, task["id"])
+        assert failed["status"] == "failed"
+        assert failed["sandboxId"] not in {sandbox["id"] for sandbox in cocoond.call("sandbox.list")}
+        # Its earlier steps' work went with the sandbox: the retry starts over in a new one, where the
+        # fix is not, so it fails the same way, from step 1 this time.
+        retried = cocoond.call("task.retry", {"taskId": task["id"]})
+        assert (retried["sandboxId"], retried["currentStep"]) == (None, 0)
+        assert [step["status"] for step in retried["steps"]] == ["pending", "pending"]
+        again = settled(cocoond, task["id"])
+        assert (again["status"], again["reasonCode"]) == ("failed", "step_exit")
+        assert again["sandboxId"] not in (None, failed["sandboxId"])
+        assert again["steps"][0]["agentId"] != failed["steps"][0]["agentId"]
+    finally:
+        cocoond.call("settings.reset", {"keys": ["tasks"]})
+
+
 def test_cancel_stops_a_running_task_and_its_agent(cocoond, sandbox_image):
     task = cocoond.call("task.create", shell_task({"profile": "shell", "prompt": "sleep 300"}))
     running = wait_until(
@@ -399,6 +444,27 @@ def test_keep_runs_leaves_two_finished_runs_and_removes_older_sandboxes(
     for task in kept:
         Sandbox.objects.get(pk=task.sandbox_id)
         services.remove_own_sandbox(task)
+
+
+def test_a_failed_run_keeps_its_sandbox_until_the_hours_of_the_policy_are_over(clock_db, sandbox_image):
+    """Issue #37: no silent leftovers. settings.tasks.keepFailedSandboxHours (24 by default) says how long a
+    failed run's own sandbox stays for a look; the scheduling tick removes it then."""
+    from sandboxes.models import Sandbox
+    from scheduling import runner, services
+    from scheduling.models import Task
+    from scheduling.schemas import serialize_task
+
+    task = services.create_task(shell_task(shell("exit 3")), actor=SYSTEM_ACTOR, start=False)
+    assert runner.drive_task(task.id) == "failed"
+    task.refresh_from_db()
+    kept_until = serialize_task(task, "en")["sandboxKeptUntil"]
+    assert datetime.fromisoformat(kept_until) == task.finished_at + timedelta(hours=24)
+    assert services.remove_expired_sandboxes(task.finished_at + timedelta(hours=23)) == 0
+    assert Sandbox.objects.filter(pk=task.sandbox_id).exists()
+    assert services.remove_expired_sandboxes(task.finished_at + timedelta(hours=24)) == 1
+    assert not Sandbox.objects.filter(pk=task.sandbox_id).exists()
+    assert Task.objects.get(pk=task.pk).sandbox_id == task.sandbox_id  # the task still says which it was
+    assert services.remove_expired_sandboxes(task.finished_at + timedelta(days=9)) == 0
 
 
 # With SEEN set, only says whether the question is on a screen; without, answers it.

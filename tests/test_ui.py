@@ -372,6 +372,27 @@ def test_a_task_from_the_form_of_an_agent_token_shows_its_steps_and_is_cancelled
     assert "Cancelled by ui-agent" in client.get(f"/tasks/{task.id}/").content.decode()
 
 
+def test_a_failed_task_offers_a_retry_that_queues_it_again():
+    from scheduling.models import Task
+
+    client, _plain = logged_in(TokenScope.ADMIN)
+    form = {"prompt": "Say hi", "title": "retry me", "source": "new", "network": "none"} | STEP_FORM
+    client.post("/tasks/", form)
+    task = Task.objects.get(title="retry me")
+    assert "Retry" not in client.get(f"/tasks/{task.id}/").content.decode()  # queued: nothing to retry
+    # As a run that failed in its own sandbox, since removed, leaves it.
+    task.status, task.sandbox_id = "failed", "sb_gonebythen"
+    task.reason = {"key": "step_exit", "params": {"step": 1, "code": 7}}
+    task.steps = [{"status": "failed", "agentId": "ag_old"}]
+    task.save()
+    page = client.get(f"/tasks/{task.id}/").content.decode()
+    assert "Retry from the first step in a new sandbox" in page
+    assert client.post(f"/tasks/{task.id}/do/retry").status_code == 302
+    task.refresh_from_db()
+    assert (task.status, task.sandbox_id, task.steps) == ("queued", "", [{"status": "pending"}])
+    assert "Started again from the failed step." in client.get(f"/tasks/{task.id}/").content.decode()
+
+
 def test_a_bad_task_form_comes_back_with_its_field_errors_and_values():
     client, _plain = logged_in()
     form = {"prompt": "x", "source": "new", "stepProfile": ["nope"], "stepPrompt": [""], "stepTimeoutS": [""]}

@@ -21,7 +21,12 @@ from ui.usage_views import BudgetForm, budget_section, set_budget, spent
 from ui.web import call, done, form_errors, form_number, method_of, page, profiles, show
 from usage.choices import Scope
 
-TASK_ACTIONS = {"cancel": "task.cancel", "approve": "task.approve", "reject": "task.reject"}
+TASK_ACTIONS = {
+    "cancel": "task.cancel",
+    "approve": "task.approve",
+    "reject": "task.reject",
+    "retry": "task.retry",
+}
 SCHEDULE_ACTIONS = {"run": "schedule.run", "delete": "schedule.delete"}
 SCHEDULE_DEFAULTS: dict[str, Any] = {
     "timezone": "UTC",
@@ -143,7 +148,12 @@ def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse
     method = method_of(TASK_ACTIONS, action)
     params = _approval(request.POST) if action == "approve" else {}
     result = call(request, method, taskId=task_id, **params)
-    messages = {"cancel": _("The task was cancelled."), "approve": _("Approved."), "reject": _("Rejected.")}
+    messages = {
+        "cancel": _("The task was cancelled."),
+        "approve": _("Approved."),
+        "reject": _("Rejected."),
+        "retry": _("Started again from the failed step."),
+    }
     return done(request, reverse("ui:task", args=[task_id]), messages[action], status=result["status"])
 
 

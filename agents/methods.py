@@ -22,7 +22,7 @@ from agents.schemas import (
     serialize_profile,
     serialize_screen,
 )
-from agents.setup import spawn_warnings
+from agents.setup import lacks_provider, spawn_warnings
 from cocoon.errors import Timeout
 from cocoon.registry import Call, registry
 from cocoon.schema import (
@@ -205,12 +205,14 @@ def agent_explain(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "profile.list",
-    description="Agent profiles: the built-ins (claude-code, codex, shell) and custom ones.",
-    result=array(PROFILE),
+    description="Agent profiles: the built-ins (claude-code, codex, shell) and custom ones; providerMissing: "
+    "its CLI needs an LLM provider and none has its key (a spawn's agent could not log in).",
+    result=array(PROFILE | {"properties": PROFILE["properties"] | {"providerMissing": BOOLEAN}}),
     agent_side=True,
 )
 def profile_list(call: Call) -> list[dict[str, Any]]:
-    return [serialize_profile(profile) for profile in profiles.list_profiles()]
+    listed = profiles.list_profiles()
+    return [serialize_profile(profile) | {"providerMissing": lacks_provider(profile)} for profile in listed]
 
 
 @registry.method(

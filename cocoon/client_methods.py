@@ -316,7 +316,7 @@ class Methods:
         return self.call("profile.get", _params({"name": name}))
 
     def profile_list(self) -> Any:
-        """Agent profiles: the built-ins (claude-code, codex, shell) and custom ones."""
+        """Agent profiles: the built-ins (claude-code, codex, shell) and custom ones; providerMissing: its CLI needs an LLM provider and none has its key (a spawn's agent could not log in)."""
         return self.call("profile.list", _params({}))
 
     def profile_reset(self, *, name: str) -> Any:
@@ -1104,7 +1104,7 @@ class AsyncMethods:
         return await self.call("profile.get", _params({"name": name}))
 
     async def profile_list(self) -> Any:
-        """Agent profiles: the built-ins (claude-code, codex, shell) and custom ones."""
+        """Agent profiles: the built-ins (claude-code, codex, shell) and custom ones; providerMissing: its CLI needs an LLM provider and none has its key (a spawn's agent could not log in)."""
         return await self.call("profile.list", _params({}))
 
     async def profile_reset(self, *, name: str) -> Any:

@@ -393,6 +393,31 @@ def test_a_failed_task_offers_a_retry_that_queues_it_again():
     assert "Started again from the failed step." in client.get(f"/tasks/{task.id}/").content.decode()
 
 
+def test_the_spawn_form_says_before_the_click_which_profiles_have_no_provider_key():
+    """Issue #37: a fresh server without a key tells the user what is missing before the spawn."""
+    from cocoon import vault
+    from cocoon.actors import SYSTEM_ACTOR
+
+    client, _plain = logged_in(TokenScope.ADMIN)
+    warning = client.get("/agents/").content.decode()
+    assert "data-without-provider" in warning
+    assert "No provider has a key for claude-code, codex" in warning
+    assert 'href="/settings/providers"' in warning
+    vault.set_secret("ANTHROPIC_API_KEY", "sk-ant-test-0123456789abcdefghij", actor=SYSTEM_ACTOR)
+    page = client.get("/agents/").content.decode()
+    assert "No provider has a key for codex:" in page
+    vault.set_secret("OPENAI_API_KEY", "sk-test-0123456789abcdefghij", actor=SYSTEM_ACTOR)
+    assert "data-without-provider" not in client.get("/agents/").content.decode()
+    from cocoon.registry import registry
+
+    listed = registry.dispatch("profile.list", {}, SYSTEM_ACTOR, "en")
+    assert {profile["name"]: profile["providerMissing"] for profile in listed} == {
+        "claude-code": False,
+        "codex": False,
+        "shell": False,
+    }
+
+
 def test_a_bad_task_form_comes_back_with_its_field_errors_and_values():
     client, _plain = logged_in()
     form = {"prompt": "x", "source": "new", "stepProfile": ["nope"], "stepPrompt": [""], "stepTimeoutS": [""]}
@@ -448,7 +473,9 @@ def test_a_task_in_review_shows_its_report_and_diff_and_is_approved_or_rejected(
     conflict = client.post(f"/tasks/{reject_me}/do/reject", HTTP_REFERER=page_url, follow=True)
     assert conflict.redirect_chain == [(page_url, 302)]  # back on the task's page, with the message
     assert "not waiting for a review" in conflict.content.decode()
-    assert client.post(f"/tasks/{reject_me}/do/retry").status_code == 404
+    assert client.post(f"/tasks/{reject_me}/do/explode").status_code == 404
+    refused = client.post(f"/tasks/{reject_me}/do/retry", HTTP_REFERER=page_url, follow=True)
+    assert "only a failed task can be retried" in refused.content.decode()
 
 
 def test_the_preview_endpoint_answers_the_nightly_berlin_times_and_a_bad_cron_clearly():

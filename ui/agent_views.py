@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -18,7 +19,13 @@ def spawn_options(request: HttpRequest) -> dict[str, Any]:
     providers = []
     if actor_of(request).is_admin:
         providers = [provider["id"] for provider in call(request, "providers.list") if provider["secretSet"]]
-    return {"profiles": [profile["name"] for profile in profiles(request)], "providers": providers}
+    listed = profiles(request)
+    return {
+        "profiles": [profile["name"] for profile in listed],
+        # Said before the click: the agent of such a profile could not log in.
+        "without_provider": [profile["name"] for profile in listed if profile["providerMissing"]],
+        "providers": providers,
+    }
 
 
 @page()
@@ -42,6 +49,8 @@ def agent_spawn(request: HttpRequest) -> HttpResponse:
     if model := form.get("model", "").strip():
         params["model"] = model
     agent = call(request, "agent.spawn", **params)
+    for warning in agent["warnings"]:
+        messages.warning(request, warning)
     return redirect("ui:agent", agent_id=agent["id"])
 
 

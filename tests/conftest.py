@@ -429,9 +429,10 @@ def open_to(instance: "Cocoond", address: str) -> Iterator[None]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _fences_removed_at_the_end() -> Iterator[None]:
-    """The open-sandbox fences of every cocoond this run started leave with the run."""
+    """The open-sandbox fences of every cocoond this run started leave with the run, and the one this
+    process's own engine calls may have set (a settings change under a committing test database)."""
     yield
-    for instance in STARTED_INSTANCES:
+    for instance in {*STARTED_INSTANCES, os.environ["COCOON_INSTANCE"]}:
         remove_fence(instance)
 
 

@@ -184,6 +184,39 @@ def test_it_speaks_the_browsers_language_and_the_switch_wins():
     assert "Anmelden" in Client().get("/login", HTTP_ACCEPT_LANGUAGE="de").content.decode()
 
 
+def test_a_language_chosen_with_lang_lasts_for_the_next_pages():
+    """Issue #37: ?lang=de held for one page only."""
+    client, _plain = logged_in()
+    assert 'lang="de"' in client.get("/?lang=de").content.decode()
+    assert client.cookies[settings.LANGUAGE_COOKIE_NAME].value == "de"
+    assert 'lang="de"' in client.get("/sandboxes/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert 'lang="en"' in client.get("/agents/?lang=en").content.decode()
+    assert 'lang="en"' in client.get("/", HTTP_ACCEPT_LANGUAGE="de").content.decode()
+    assert client.get("/?lang=xx").cookies.get(settings.LANGUAGE_COOKIE_NAME) is None  # none we speak
+
+
+def test_the_login_hint_names_where_this_server_wrote_its_token_and_settings_keep_the_checklist():
+    login = Client().get("/login").content.decode()
+    assert f"<code>{settings.ADMIN_TOKEN_FILE}</code>" in login
+    assert ".data/admin-token.txt" not in login or str(settings.ADMIN_TOKEN_FILE).endswith(
+        ".data/admin-token.txt"
+    )
+    client, _plain = logged_in()
+    general = client.get("/settings/").content.decode()
+    assert "data-checklist" in general  # reachable once the dashboard no longer shows it
+    assert 'data-check="openFence"' in general
+    from cocoon import config
+    from ui.settings.general import GENERAL_FIELDS
+
+    document = config.get_settings()
+    form = {field.name: field.value_in(document) for field in GENERAL_FIELDS if field.kind != "bool"}
+    refused = client.post("/settings/", form | {"sandbox__openAllowCidrs": "10.0.0.0/8\n10.0.5.1/24"})
+    assert refused.status_code == 400
+    assert "10.0.5.1/24 is no IPv4 network" in refused.content.decode()  # next to its field, kept
+    assert client.post("/settings/", form | {"sandbox__openAllowCidrs": "10.0.5.0/24"}).status_code == 302
+    assert config.get_settings()["sandbox"]["openAllowCidrs"] == ["10.0.5.0/24"]
+
+
 def test_the_checklist_names_the_method_that_fixes_an_item():
     from cocoon.setup import run_checks
 

@@ -1,5 +1,6 @@
 """Logging in (a token, or a Django user's name and password) and out."""
 
+from django.conf import settings
 from django.contrib.auth import authenticate
 from django.contrib.auth import login as django_login
 from django.http import HttpRequest, HttpResponse
@@ -14,7 +15,7 @@ from cocoon.actors import Actor
 from cocoon.auth import log_in_session, log_out
 from cocoon.errors import CocoonError
 from cocoon.throttle import guarded, refuse_password_if_locked
-from ui.web import back, ui_language
+from ui.web import back, remember_language, ui_language
 
 
 def _log_in(request: HttpRequest) -> Actor | None:
@@ -52,11 +53,15 @@ def login(request: HttpRequest) -> HttpResponse:
                     refused.http_status,
                     refused.http_headers,
                 )
-        context = {"error": error, "next": request.GET.get("next") or request.POST.get("next", "")}
+        context = {
+            "error": error,
+            "next": request.GET.get("next") or request.POST.get("next", ""),
+            "token_file": settings.ADMIN_TOKEN_FILE,  # where this server wrote it, not a guess
+        }
         response = render(request, "ui/login.html", context, status=status)
         for name, value in headers.items():
             response[name] = value
-        return response
+        return remember_language(request, response)
 
 
 @require_POST

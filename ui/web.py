@@ -24,9 +24,25 @@ LANGUAGE_COOKIE = "django_language"  # set by the sidebar switch (ui/static/ui/a
 PAGE_ERRORS = {ErrorCode.FORBIDDEN: 403, ErrorCode.NOT_FOUND: 404}
 
 
+LANGUAGE_COOKIE_AGE_S = 365 * 24 * 3600
+
+
 def ui_language(request: HttpRequest) -> str:
-    """The switch's choice (a cookie the browser keeps), else ?lang=, Accept-Language, the default."""
-    return supported(request.COOKIES.get(LANGUAGE_COOKIE)) or language_of_request(request)
+    """?lang= (which lasts: remember_language keeps it), else the switch's choice (a cookie the browser
+    keeps), else Accept-Language, else the default."""
+    return (
+        supported(request.GET.get("lang"))
+        or supported(request.COOKIES.get(LANGUAGE_COOKIE))
+        or language_of_request(request)
+    )
+
+
+def remember_language(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """A ?lang= choice holds for the next pages too: kept in the switch's cookie."""
+    chosen = supported(request.GET.get("lang"))
+    if chosen and chosen != supported(request.COOKIES.get(LANGUAGE_COOKIE)):
+        response.set_cookie(LANGUAGE_COOKIE, chosen, max_age=LANGUAGE_COOKIE_AGE_S, samesite="Lax")
+    return response
 
 
 class ActorRequest(HttpRequest):
@@ -115,7 +131,7 @@ def page(*, admin: bool = False) -> Callable:
                     return error_page(request, Forbidden(_("This page needs an admin.")))
                 cast(ActorRequest, request).actor = actor
                 try:
-                    return view(request, *args, **kwargs)
+                    return remember_language(request, view(request, *args, **kwargs))
                 except CocoonError as error:
                     return _failed(request, error)
 

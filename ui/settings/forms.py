@@ -69,13 +69,20 @@ def settings_form(
             errors = {field["path"]: field["message"] for field in rendered["details"].get("fields", [])}
             errors = errors or {"": rendered["message"]}
     document = call(request, "settings.get")
-    rows = [(field, field.value_in(document), errors.get(field.path, "")) for field in fields]
+    rows = [(field, field.value_in(document), _error_of(field, errors)) for field in fields]
     return show(
         request,
         template,
         {"rows": rows, "form_error": errors.get("", "")} | extra,
         status=400 if errors else 200,
     )
+
+
+def _error_of(field: Field, errors: dict[str, str]) -> str:
+    """The field's error, or that of one of its items (a list field's sandbox.openAllowCidrs.2)."""
+    if field.path in errors:
+        return errors[field.path]
+    return next((message for path, message in errors.items() if path.startswith(f"{field.path}.")), "")
 
 
 def remove(request: HttpRequest, group: str, page_name: str, message: Any) -> HttpResponse:

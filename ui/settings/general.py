@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon.choices import NetworkMode
 from cocoon.i18n import LANGUAGES
 from ui.settings.forms import Field, settings_form
-from ui.web import page
+from ui.web import call, page
 
 GENERAL_FIELDS = [
     Field("general.language", _("Default language"), "choice", tuple(LANGUAGES)),
@@ -21,6 +21,8 @@ GENERAL_FIELDS = [
     Field("sandbox.maxLimits.cpus", _("At most CPUs"), "number"),
     Field("sandbox.maxLimits.memoryMb", _("At most memory (MB)"), "int"),
     Field("sandbox.maxLimits.pids", _("At most processes"), "int"),
+    Field("sandbox.openAllowCidrs", _("Open sandboxes may also reach (IPv4 networks, one a line)"), "lines"),
+    Field("tasks.keepFailedSandboxHours", _("Keep a failed task's sandbox (hours)"), "int"),
     Field("git.githubUrl", _("GitHub URL")),
     Field("git.githubApiUrl", _("GitHub API URL")),
     Field("toolbox.packages", _("Toolbox npm packages (one a line)"), "lines"),
@@ -29,4 +31,6 @@ GENERAL_FIELDS = [
 
 @page(admin=True)
 def general(request: HttpRequest) -> HttpResponse:
-    return settings_form(request, GENERAL_FIELDS, "ui/settings/general.html", {"section": "general"})
+    # The checklist too: the dashboard shows it only until everything is ready.
+    extra = {"section": "general", "setup": call(request, "system.setup_status")}
+    return settings_form(request, GENERAL_FIELDS, "ui/settings/general.html", extra)

@@ -277,3 +277,20 @@ def test_a_task_created_over_the_api_joins_the_list_and_finishes_live(admin, ser
     expect(admin.locator("[data-step='0'] [data-field=status]")).to_have_text("done")
     expect(admin.locator(".file-diff")).to_contain_text("ui.txt")
     snap(admin, "task")
+
+
+def test_a_sandbox_page_offers_start_or_stop_as_its_state_changes_live(admin, server, sandbox_id):
+    """Issue #37: the buttons fit the state, and follow it without a reload."""
+    admin.goto(f"{server.url}/sandboxes/{sandbox_id}/")
+    expect(admin.locator("#live-state")).to_have_attribute("data-live", "1")
+    start, stop = (admin.get_by_role("button", name=name, exact=True) for name in ("Start", "Stop"))
+    expect(stop).to_be_visible()
+    expect(start).to_be_hidden()
+    admin.evaluate("window.notReloaded = true")
+    server.call("sandbox.stop", {"sandboxId": sandbox_id})
+    expect(start).to_be_visible()
+    expect(stop).to_be_hidden()
+    server.call("sandbox.start", {"sandboxId": sandbox_id})
+    expect(stop).to_be_visible()
+    expect(start).to_be_hidden()
+    assert admin.evaluate("window.notReloaded") is True

@@ -208,3 +208,28 @@ def test_an_agent_token_can_neither_see_nor_change_the_channels():
     assert client.post("/settings/notifications", CHANNEL_FORM).status_code == 403
     assert config.get_settings()["notifications"]["channels"] == {}
     assert vault.read_secret("NOTIFY_OPS_URL") is None
+
+
+@engine
+def test_a_sandbox_offers_the_actions_its_state_allows_and_asks_before_stop_and_delete():
+    """Issue #37: Start and Stop were offered whatever the state; Stop ran without asking."""
+    sandbox = make_sandbox()
+    client, _plain = logged_in()
+
+    def actions(state: str) -> dict[str, str]:
+        Sandbox.objects.filter(pk=sandbox.pk).update(state=state)
+        page = client.get(f"/sandboxes/{sandbox.id}/").content.decode()
+        forms = re.findall(rf'<form method="post" action="/sandboxes/{sandbox.id}/do/(\w+)"([^>]*)>', page)
+        return {action: attributes for action, attributes in forms}
+
+    running = actions("running")
+    assert " hidden" in running["start"]
+    assert " hidden" not in running["stop"]
+    assert "its agents stop with it" in running["stop"].lower()
+    assert "are lost" in running["delete"]
+    stopped = actions("stopped")
+    assert " hidden" not in stopped["start"]
+    assert " hidden" in stopped["stop"]
+    missing = actions("missing")
+    assert " hidden" in missing["start"]
+    assert " hidden" in missing["stop"]

@@ -92,7 +92,12 @@ function addTaskRow(list, task, done) {
 const handlers = {
   "sandbox.updated"(event) {
     const rows = document.querySelectorAll(`[data-sandbox="${event.sandboxId}"]`);
-    rows.forEach((row) => setField(row, "state", event.data.state));
+    rows.forEach((row) => {
+      setField(row, "state", event.data.state);
+      for (const action of row.querySelectorAll("[data-when-state]")) {
+        action.hidden = !action.dataset.whenState.split(" ").includes(event.data.state);
+      }
+    });
     if (!rows.length && document.querySelector("[data-live-list=sandboxes]")) changed();
   },
   "sandbox.deleted"(event) {

@@ -205,6 +205,10 @@ class Methods:
         """Push HEAD to a branch of a remote (default origin) on the configured GitHub host. The commits leave the sandbox as a bundle that cocoond verifies and pushes itself: GITHUB_TOKEN never enters the sandbox."""
         return self.call("git.push", _params({"sandboxId": sandbox_id, "branch": branch, "remote": remote}))
 
+    def git_set_remote(self, *, sandbox_id: str, url: str, remote: str | None = None) -> Any:
+        """Point a remote of the workspace (default origin) at a repository on the configured GitHub host, adding it if the workspace has none: where git.push and git.create_pr go."""
+        return self.call("git.set_remote", _params({"sandboxId": sandbox_id, "url": url, "remote": remote}))
+
     def git_status(self, *, sandbox_id: str) -> Any:
         """Branch, ahead/behind and changed files of the workspace."""
         return self.call("git.status", _params({"sandboxId": sandbox_id}))
@@ -987,6 +991,12 @@ class AsyncMethods:
         """Push HEAD to a branch of a remote (default origin) on the configured GitHub host. The commits leave the sandbox as a bundle that cocoond verifies and pushes itself: GITHUB_TOKEN never enters the sandbox."""
         return await self.call(
             "git.push", _params({"sandboxId": sandbox_id, "branch": branch, "remote": remote})
+        )
+
+    async def git_set_remote(self, *, sandbox_id: str, url: str, remote: str | None = None) -> Any:
+        """Point a remote of the workspace (default origin) at a repository on the configured GitHub host, adding it if the workspace has none: where git.push and git.create_pr go."""
+        return await self.call(
+            "git.set_remote", _params({"sandboxId": sandbox_id, "url": url, "remote": remote})
         )
 
     async def git_status(self, *, sandbox_id: str) -> Any:

@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
-from cocoon.errors import Conflict, Forbidden, InvalidParams, NotFound
+from cocoon.errors import Conflict, Forbidden, InvalidParams, NotFound, field_error, interpolate_lazy
 from sandboxes import diffs, github, gitpush
 from sandboxes.baseline import GIT_ENV
 from sandboxes.drivers.base import DriverError, ExecResult
@@ -35,6 +35,7 @@ activity.register_messages(
         "git.committed": _("Commit %(commit)s in sandbox %(name)s."),
         "git.pushed": _("Branch %(branch)s was pushed from sandbox %(name)s."),
         "git.pr_created": _("Pull request #%(number)s was opened from sandbox %(name)s."),
+        "git.remote_set": _("Remote %(remote)s of sandbox %(name)s now is %(url)s."),
     },
     visibility=Visibility.AGENT,
 )
@@ -151,7 +152,14 @@ def git_commit(
 def _remote_url(sandbox_id: str, remote: str, *, push: bool = False) -> str:
     result = _git(sandbox_id, "remote", "get-url", *(["--push"] if push else []), "--", remote)
     if result.exit_code != 0:
-        raise NotFound(_("The remote %(remote)s does not exist."), remote=remote)
+        raise NotFound(
+            _(
+                "The sandbox has no remote %(remote)s: set one with git.set_remote (the Changes page's "
+                "Remote form), a repository on %(host)s."
+            ),
+            remote=remote,
+            host=github.base_url(),
+        )
     return result.stdout.decode(errors="replace").strip()
 
 
@@ -181,6 +189,25 @@ def git_push(sandbox_id: str, branch: str, remote: str = "origin", *, actor: Act
     url = _github_repository(sandbox_id, remote, push=True)[0]
     gitpush.push(sandbox_id, url, github.base_url(), branch)
     record_change(sandbox, "git.pushed", actor, branch=branch)
+
+
+def set_remote(sandbox_id: str, url: str, remote: str = "origin", *, actor: Actor) -> None:
+    """Point a remote of the workspace at a repository on the configured GitHub host (added, or changed):
+    the only place git.push and git.create_pr go."""
+    sandbox = running_sandbox(sandbox_id)
+    if not REMOTE.match(remote):
+        raise InvalidParams(_("%(remote)s is not a valid remote name."), remote=remote)
+    if github.repository(url) is None:
+        raise field_error(
+            "url",
+            interpolate_lazy(
+                _("%(url)s is not a repository on %(host)s: cocoon pushes only there."),
+                {"url": url, "host": github.base_url()},
+            ),
+        )
+    exists = _git(sandbox_id, "remote", "get-url", "--", remote).exit_code == 0
+    _git(sandbox_id, "remote", "set-url" if exists else "add", "--", remote, url).checked()
+    record_change(sandbox, "git.remote_set", actor, remote=remote, url=url)
 
 
 def create_pull_request(

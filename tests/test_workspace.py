@@ -291,3 +291,41 @@ def test_bad_input_gets_clear_errors(cocoond, cloned, github):
     assert error(cocoond, "git.push", cloned, branch="x", remote="nope")["code"] == "not_found"
     cocoond.call("sandbox.stop", {"sandboxId": cloned["id"]})
     assert error(cocoond, "files.write", cloned, path="x.txt", content="x")["code"] == "conflict"
+
+
+def test_a_push_without_a_remote_says_how_to_set_one_and_then_works_from_the_ui_too(cocoond, github):
+    """Issue #37: "Push" on a sandbox without a remote led to a full-page error with no way back."""
+    sandbox = cocoond.call("sandbox.create", {"network": "none"})  # no repository: no remote
+    try:
+        call(cocoond, "files.write", sandbox, path="work.txt", content="done\n")
+        commit = call(cocoond, "git.commit", sandbox, message="Work")["commit"]
+        missing = error(cocoond, "git.push", sandbox, branch="cocoon/no-remote")
+        assert missing["code"] == "not_found"
+        assert "git.set_remote" in missing["message"]
+        refused = error(cocoond, "git.set_remote", sandbox, url="file:///etc/passwd")
+        assert [(field["path"], refused["code"]) for field in refused["details"]["fields"]] == [
+            ("url", "invalid_params")
+        ]
+
+        # In the UI: the push fails back on the Changes page, with the reason and the Remote form.
+        with httpx.Client(base_url=cocoond.url, follow_redirects=True) as browser:
+            browser.get("/login")
+            login = {"token": cocoond.token, "csrfmiddlewaretoken": browser.cookies["csrftoken"]}
+            browser.post("/login", data=login, headers={"Referer": f"{cocoond.url}/login"})
+            page = f"{cocoond.url}/sandboxes/{sandbox['id']}/diff/"
+            assert browser.get(page).status_code == 200
+            headers = {"Referer": page, "X-CSRFToken": browser.cookies["csrftoken"]}
+            form = {"branch": "cocoon/no-remote", "csrfmiddlewaretoken": headers["X-CSRFToken"]}
+            answer = browser.post(f"/sandboxes/{sandbox['id']}/git/push", data=form, headers=headers)
+            assert (answer.status_code, str(answer.url)) == (200, page)
+            assert "has no remote origin" in answer.text
+            assert "data-remote-form" in answer.text
+            form |= {"url": f"{github.url}/owner/project.git"}
+            answer = browser.post(f"/sandboxes/{sandbox['id']}/git/set_remote", data=form, headers=headers)
+            assert "The remote origin is" in answer.text
+            answer = browser.post(f"/sandboxes/{sandbox['id']}/git/push", data=form, headers=headers)
+            assert "Pushed." in answer.text
+        pushed = git("--git-dir", str(github.root / "owner" / "project.git"), "rev-parse", "cocoon/no-remote")
+        assert pushed.strip() == commit
+    finally:
+        cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})

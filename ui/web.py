@@ -143,12 +143,20 @@ def page(*, admin: bool = False) -> Callable:
 def _failed(request: HttpRequest, error: CocoonError) -> HttpResponse:
     if wants_json(request):
         return JsonResponse({"error": error.render()}, status=error.http_status)
-    if request.method == "POST" and error.code not in PAGE_ERRORS:
+    referer = request.headers.get("referer", "")
+    from_a_page = url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()})
+    # An action that failed leads back to the page its form is on, with the reason: never to an error
+    # page with no way back (a push to a remote the sandbox lacks is not found, and says how to set
+    # one); that page shows its own 404 if what it was about is gone. A post from no page of ours to
+    # what is not there (a made-up action) is a 404 page, and one the actor may not make a 403 page.
+    if (
+        request.method == "POST"
+        and error.code != ErrorCode.FORBIDDEN
+        and (from_a_page or error.code not in PAGE_ERRORS)
+    ):
         messages.error(request, describe(error))
         # Back to the page the form is on: an action's own URL answers no GET.
-        referer = request.headers.get("referer", "")
-        own = url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()})
-        return redirect(back(request, referer if own else request.path))
+        return redirect(back(request, referer if from_a_page else request.path))
     return error_page(request, error)
 
 

@@ -10,6 +10,7 @@ from django.utils.http import content_disposition_header
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
+from sandboxes import github
 from ui.diff import diff_context
 from ui.web import call, done, method_of, page, show
 
@@ -64,6 +65,7 @@ def diff(request: HttpRequest, sandbox_id: str) -> HttpResponse:
     context = {
         "sandbox": call(request, "sandbox.get", sandboxId=sandbox_id),
         "patch": result["patch"],
+        "github_url": github.base_url(),
         **diff_context(result, request.GET.get("view")),
     }
     return show(request, "ui/diff.html", context)
@@ -73,6 +75,7 @@ GIT_ACTIONS = {
     "apply_patch": ("sandbox.apply_patch", ("patch",), ("threeWay",)),
     "commit": ("git.commit", ("message",), ()),
     "push": ("git.push", ("branch",), ()),
+    "set_remote": ("git.set_remote", ("url",), ()),
     "create_pr": ("git.create_pr", ("title", "body", "base", "head"), ()),
 }
 
@@ -88,6 +91,7 @@ def git_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpRespon
         "apply_patch": _("Patch applied.") if result.get("applied") else _("The patch does not apply."),
         "commit": _("Committed %(commit)s.") % {"commit": result.get("commit", "")[:12]},
         "push": _("Pushed."),
+        "set_remote": _("The remote origin is %(url)s now.") % {"url": result.get("url", "")},
         "create_pr": _("Pull request %(url)s opened.") % {"url": result.get("url", "")},
     }
     return done(request, reverse("ui:diff", args=[sandbox_id]), messages.get(action), **result)

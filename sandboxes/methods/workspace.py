@@ -189,6 +189,23 @@ def git_push(call: Call) -> dict[str, Any]:
 
 
 @registry.method(
+    "git.set_remote",
+    description="Point a remote of the workspace (default origin) at a repository on the configured GitHub "
+    "host, adding it if the workspace has none: where git.push and git.create_pr go.",
+    params=_params(
+        {"url": string(minLength=1, maxLength=2000), "remote": string(minLength=1, maxLength=100)}, "url"
+    ),
+    result=obj({"remote": STRING, "url": STRING}),
+    agent_side=True,
+)
+def git_set_remote(call: Call) -> dict[str, Any]:
+    params = call.params
+    remote = params.get("remote", "origin")
+    git.set_remote(params["sandboxId"], params["url"], remote, actor=call.actor)
+    return {"remote": remote, "url": params["url"]}
+
+
+@registry.method(
     "git.create_pr",
     description="Open a GitHub pull request for the workspace's origin repository.",
     params=_params(

@@ -7,12 +7,15 @@ import pytest
 
 from agents.models import AgentProfile
 from agents.profiles import BUILTIN_PROFILES, resume_command
+from tests.conftest import open_to
 from tests.llm_standin import AnthropicStandIn, OpenAIStandIn
 
 
 @pytest.fixture
 def stage(toolbox_cocoond, docker_client, sandbox_image):
-    """An open sandbox, a stand-in LLM on its network's gateway and the API key secret; all removed after."""
+    """An open sandbox, a stand-in LLM on its network's gateway and the API key secret; all removed after.
+    The CLIs given ANTHROPIC_BASE_URL / OPENAI_BASE_URL dial the stand-in themselves: a host address,
+    which the open sandboxes' fence lets through only as allowed."""
     cocoond = toolbox_cocoond
     gateway = docker_client.networks.get(f"{cocoond.instance}-outbound").attrs["IPAM"]["Config"][0]["Gateway"]
     made = []
@@ -26,7 +29,8 @@ def stage(toolbox_cocoond, docker_client, sandbox_image):
         made.append((llm, secret, sandbox))
         return llm, sandbox
 
-    yield make
+    with open_to(cocoond, gateway):
+        yield make
     for llm, secret, sandbox in made:
         cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
         cocoond.call("secrets.delete", {"name": secret})

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import cocoond, sandbox_image  # noqa: E402
+from tests.conftest import open_to  # noqa: E402
 from tests.llm_standin import AnthropicStandIn, OpenAIStandIn  # noqa: E402
 
 HERE = Path(__file__).parent
@@ -48,11 +49,12 @@ def main() -> None:
         versions = event["versions"]
         network = docker.from_env().networks.get(f"{server.instance}-outbound")
         gateway = network.attrs["IPAM"]["Config"][0]["Gateway"]
-        if args.only in (None, "claude-code"):
-            folder = Path("claude-code", versions[PACKAGES["claude-code"]])
-            capture_claude(Capture(server, folder), gateway)
-        if args.only in (None, "codex"):
-            capture_codex(Capture(server, Path("codex", versions[PACKAGES["codex"]])), gateway)
+        with open_to(server, gateway):  # the CLIs dial the stand-ins there themselves
+            if args.only in (None, "claude-code"):
+                folder = Path("claude-code", versions[PACKAGES["claude-code"]])
+                capture_claude(Capture(server, folder), gateway)
+            if args.only in (None, "codex"):
+                capture_codex(Capture(server, Path("codex", versions[PACKAGES["codex"]])), gateway)
 
 
 class Capture:

@@ -461,6 +461,10 @@ class Methods:
         """All sandboxes, newest first."""
         return self.call("sandbox.list", _params({}))
 
+    def sandbox_rename(self, *, sandbox_id: str, name: str) -> Any:
+        """Give a sandbox another name (unique); its id stays the same."""
+        return self.call("sandbox.rename", _params({"sandboxId": sandbox_id, "name": name}))
+
     def sandbox_start(self, *, sandbox_id: str) -> Any:
         """Start a stopped sandbox."""
         return self.call("sandbox.start", _params({"sandboxId": sandbox_id}))
@@ -1254,6 +1258,10 @@ class AsyncMethods:
     async def sandbox_list(self) -> Any:
         """All sandboxes, newest first."""
         return await self.call("sandbox.list", _params({}))
+
+    async def sandbox_rename(self, *, sandbox_id: str, name: str) -> Any:
+        """Give a sandbox another name (unique); its id stays the same."""
+        return await self.call("sandbox.rename", _params({"sandboxId": sandbox_id, "name": name}))
 
     async def sandbox_start(self, *, sandbox_id: str) -> Any:
         """Start a stopped sandbox."""

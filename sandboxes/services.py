@@ -42,6 +42,7 @@ activity.register_messages(
         "sandbox.created": _("Sandbox %(name)s was created."),
         "sandbox.started": _("Sandbox %(name)s was started."),
         "sandbox.stopped": _("Sandbox %(name)s was stopped."),
+        "sandbox.renamed": _("Sandbox %(old)s is called %(name)s now."),
         "sandbox.deleted": _("Sandbox %(name)s was deleted."),
         "sandbox.missing": _("The container of sandbox %(name)s is gone."),
         "sandbox.interrupted": _(
@@ -312,6 +313,23 @@ def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
     observed = _engine_call(sandbox, node_driver(sandbox.node).stop)
     sandbox = apply_state(sandbox, observed.state, observed.ips, "sandbox.stopped", actor)
     signals.stopped.send(Sandbox, sandbox=sandbox)
+    return sandbox
+
+
+def rename_sandbox(sandbox_id: str, name: str, *, actor: Actor) -> Sandbox:
+    """Give a sandbox another name (unique; its id stays what the API knows it by)."""
+    sandbox = get_sandbox(sandbox_id)
+    old = sandbox.name
+    if name == old:
+        return sandbox
+    sandbox.name = name
+    try:
+        with transaction.atomic():
+            sandbox.save(update_fields=["name", "updated_at"])
+            activity.record("sandbox.renamed", {"old": old, "name": name}, actor=actor, sandbox_id=sandbox.id)
+            _publish(sandbox)
+    except IntegrityError:
+        raise Conflict(_("A sandbox named %(name)s exists already."), name=name) from None
     return sandbox
 
 

@@ -233,3 +233,30 @@ def test_a_sandbox_offers_the_actions_its_state_allows_and_asks_before_stop_and_
     missing = actions("missing")
     assert " hidden" in missing["start"]
     assert " hidden" in missing["stop"]
+
+
+@engine
+def test_a_sandbox_is_renamed_from_its_page_and_over_rpc_and_a_taken_or_bad_name_is_refused():
+    """Issue #37: names people use, renamable; the id stays what the API knows it by."""
+    from cocoon.actors import SYSTEM_ACTOR
+    from cocoon.errors import InvalidParams
+    from cocoon.registry import registry
+
+    sandbox, other = make_sandbox("build"), make_sandbox("web")
+    client, _plain = logged_in()
+    page = f"/sandboxes/{sandbox.id}/"
+    renamed = client.post(
+        f"{page}do/rename", {"name": "frontend"}, HTTP_REFERER=f"http://testserver{page}", follow=True
+    )
+    assert "Renamed." in renamed.content.decode()
+    assert Sandbox.objects.get(pk=sandbox.pk).name == "frontend"
+    taken = client.post(
+        f"{page}do/rename", {"name": "web"}, HTTP_REFERER=f"http://testserver{page}", follow=True
+    )
+    assert "A sandbox named web exists already." in taken.content.decode()
+    assert Sandbox.objects.get(pk=other.pk).name == "web"
+    answer = registry.dispatch("sandbox.rename", {"sandboxId": sandbox.id, "name": "api"}, SYSTEM_ACTOR, "en")
+    assert (answer["id"], answer["name"]) == (sandbox.id, "api")
+    with pytest.raises(InvalidParams) as bad:
+        registry.dispatch("sandbox.rename", {"sandboxId": sandbox.id, "name": "-no"}, SYSTEM_ACTOR, "en")
+    assert bad.value.render()["code"] == "invalid_params"

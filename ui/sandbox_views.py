@@ -91,13 +91,21 @@ def sandbox_budget(request: HttpRequest, sandbox_id: str) -> HttpResponse:
     return set_budget(request, Scope.SANDBOX, sandbox_id, _sandbox_page)
 
 
-SANDBOX_ACTIONS = {"start": "sandbox.start", "stop": "sandbox.stop", "delete": "sandbox.delete"}
+SANDBOX_ACTIONS = {
+    "start": "sandbox.start",
+    "stop": "sandbox.stop",
+    "delete": "sandbox.delete",
+    "rename": "sandbox.rename",
+}
 
 
 @page()
 @require_POST
 def sandbox_action(request: HttpRequest, sandbox_id: str, action: str) -> HttpResponse:
-    call(request, method_of(SANDBOX_ACTIONS, action), sandboxId=sandbox_id)
+    params = {"name": request.POST.get("name", "").strip()} if action == "rename" else {}
+    call(request, method_of(SANDBOX_ACTIONS, action), sandboxId=sandbox_id, **params)
+    if action == "rename":
+        return done(request, reverse("ui:sandbox", args=[sandbox_id]), _("Renamed."))
     if action == "delete":
         return done(request, reverse("ui:sandboxes"), _("The sandbox was deleted."))
     return done(request, reverse("ui:sandbox", args=[sandbox_id]))

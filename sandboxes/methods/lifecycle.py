@@ -17,6 +17,7 @@ from sandboxes.schemas import (
     SANDBOX_CREATE,
     SANDBOX_CREATED,
     SANDBOX_ID,
+    SANDBOX_NAME,
     TOOLBOX_STATUS,
     serialize_exec_result,
     serialize_image_status,
@@ -74,6 +75,18 @@ def sandbox_start(call: Call) -> dict[str, Any]:
 )
 def sandbox_stop(call: Call) -> dict[str, Any]:
     return serialize_sandbox(services.stop_sandbox(call.params["sandboxId"], actor=call.actor))
+
+
+@registry.method(
+    "sandbox.rename",
+    description="Give a sandbox another name (unique); its id stays the same.",
+    params=obj({"sandboxId": SANDBOX_ID, "name": SANDBOX_NAME}, required=("sandboxId", "name")),
+    result=SANDBOX,
+    agent_side=True,
+)
+def sandbox_rename(call: Call) -> dict[str, Any]:
+    renamed = services.rename_sandbox(call.params["sandboxId"], call.params["name"], actor=call.actor)
+    return serialize_sandbox(renamed)
 
 
 @registry.method(

@@ -73,12 +73,6 @@ def set_fence(node: str, held: dict[str, Any] | None = None) -> None:
     Fence.objects.update_or_create(node=node, defaults={"digest": digest(held), "error": ""})
 
 
-def remove_fence(node: str) -> None:
-    """Take this instance's chains off node (its sandboxes are gone with the instance)."""
-    _run(node, {"chain": chain(), "remove": True})
-    Fence.objects.filter(node=node).delete()
-
-
 def set_everywhere(*, changed_only: bool = False) -> None:
     """Set the fence on every node that answers (changed_only: where it holds other rules); a node that
     fails is logged and its row says why, the others are set all the same."""
@@ -95,8 +89,7 @@ def set_everywhere(*, changed_only: bool = False) -> None:
 
 def _run(node: str, held: dict[str, Any]) -> None:
     tag, driver = ensure_image(node), node_driver(node)
-    if not held.get("remove"):
-        held = held | {"nameservers": _nameservers(driver, tag)}
+    held = held | {"nameservers": _nameservers(driver, tag)}
     driver.run_host_helper(tag, ["python3", HELPER, json.dumps(held)]).checked()
 
 

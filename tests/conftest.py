@@ -69,7 +69,7 @@ def fence_chain(instance: str) -> str:
 
 
 def remove_fence(instance: str) -> None:
-    """Take an instance's fence off this host, as egress.fence.remove_fence does on a node."""
+    """Take an instance's fence (egress.fence) off this host: the test run's own clean-up."""
     chain = fence_chain(instance)
     for parent, child in (("DOCKER-USER", chain), ("FORWARD", chain), ("INPUT", f"{chain}-IN")):
         while subprocess.run(["iptables", "-D", parent, "-j", child], capture_output=True).returncode == 0:

@@ -3,9 +3,9 @@ host's network namespace and holds NET_ADMIN alone: a sandbox network reaches th
 the host itself nor a private, link-local, loopback or multicast address (unless allowed).
 
 argv[1] is JSON {"chain": name, "sources": [CIDR], "allow": [CIDR], "block": [CIDR], "nameservers": [IP]}
-(IPv4: the engines give sandboxes no IPv6), or {"chain": name, "remove": true}. Idempotent: the chains are
-emptied and filled again, and jumped to once, from DOCKER-USER (Docker's place for them) or else FORWARD
-(Podman), and INPUT. The name servers stay reachable on port 53: the engine's resolver asks them from
+(IPv4: the engines give sandboxes no IPv6). Idempotent: the chains are emptied and filled again, and
+jumped to once, from DOCKER-USER (Docker's place for them) or else FORWARD (Podman), and INPUT. The
+name servers stay reachable on port 53: the engine's resolver asks them from
 inside the sandbox's namespace, and a cloud's or a LAN's resolver is often at a private address.
 Prints {"hook": the chain jumped from} as JSON."""
 
@@ -50,22 +50,14 @@ def main(argv: list[str]) -> int:
     chain, inbound_chain = spec["chain"], spec["chain"] + "-IN"
     hook = "DOCKER-USER" if exists("-S", "DOCKER-USER") else "FORWARD"
     jumps = [(hook, chain), ("INPUT", inbound_chain)]
-    if spec.get("remove"):
-        for parent, child in jumps:
-            while exists("-C", parent, "-j", child):
-                iptables("-D", parent, "-j", child)
-            if exists("-S", child):
-                iptables("-F", child)
-                iptables("-X", child)
-    else:
-        for (parent, child), held in zip(jumps, rules(spec), strict=True):
-            if not exists("-S", child):
-                iptables("-N", child)
-            iptables("-F", child)
-            for rule in held:
-                iptables("-A", child, *rule)
-            if not exists("-C", parent, "-j", child):
-                iptables("-I", parent, "1", "-j", child)
+    for (parent, child), held in zip(jumps, rules(spec), strict=True):
+        if not exists("-S", child):
+            iptables("-N", child)
+        iptables("-F", child)
+        for rule in held:
+            iptables("-A", child, *rule)
+        if not exists("-C", parent, "-j", child):
+            iptables("-I", parent, "1", "-j", child)
     print(json.dumps({"hook": hook}))
     return 0
 

@@ -6,8 +6,10 @@ class AgentsConfig(AppConfig):
     name = "agents"
 
     def ready(self) -> None:
-        from agents import poller, setup  # noqa: F401 - setup registers the checklist item
+        from agents import poller, services, setup  # noqa: F401 - setup registers the checklist item
+        from cocoon.registry import registry
         from sandboxes import signals
 
+        registry.owned("agentId", lambda actor, agent_id: services.get_agent(agent_id, actor))
         signals.stopping.connect(poller.take_last_screens, dispatch_uid="agents.last_screens")
         signals.stopped.connect(poller.end_with_sandbox, dispatch_uid="agents.end_with_sandbox")

@@ -48,7 +48,7 @@ class AttachConsumer(LiveCredentials, AsyncWebsocketConsumer):
         await self.join_auth_group()
         agent_id = self.scope["url_route"]["kwargs"]["agent_id"]
         try:
-            agent = await database_sync_to_async(live_agent)(agent_id)
+            agent = await database_sync_to_async(live_agent)(agent_id, self.actor)
         except NotFound:
             await self.close(code=CLOSE_NOT_FOUND)
             return

@@ -93,7 +93,7 @@ def agent_spawn(call: Call) -> dict[str, Any]:
     agent_side=True,
 )
 def agent_list(call: Call) -> list[dict[str, Any]]:
-    agents = services.list_agents(call.params.get("sandboxId"), call.params.get("status"))
+    agents = services.list_agents(call.actor, call.params.get("sandboxId"), call.params.get("status"))
     return [serialize_agent(agent) for agent in agents]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -23,7 +24,7 @@ from agents.models import Agent, AgentProfile, new_agent_id
 from agents.profiles import get_profile, resume_command
 from agents.schemas import serialize_agent
 from agents.types import Explanation, HookSeen, Screen
-from cocoon import activity, config, events
+from cocoon import activity, config, events, tenancy
 from cocoon.actors import Actor
 from cocoon.choices import TokenScope, Visibility
 from cocoon.errors import Conflict, InvalidParams, interpolate_lazy
@@ -84,8 +85,16 @@ activity.register_messages(
 events.register_types("agent.updated", visibility=Visibility.AGENT)
 
 
-def get_agent(agent_id: str) -> Agent:
+def _visible(actor: Actor) -> Q:
+    """The agents actor may see: its sandbox's owner is an agent's owner."""
+    return tenancy.visible(actor, via="sandbox__")
+
+
+def get_agent(agent_id: str, actor: Actor | None = None) -> Agent:
+    """The agent (one actor may see, if given)."""
     agents = Agent.objects.select_related("sandbox")
+    if actor is not None:
+        agents = agents.filter(_visible(actor))
     return get_or_not_found(agents, agent_id, _("Agent %(id)s does not exist."), id=agent_id)
 
 
@@ -237,9 +246,10 @@ def publish(agent: Agent) -> None:
     events.publish("agent.updated", serialize_agent(agent), sandbox_id=agent.sandbox_id, agent_id=agent.id)
 
 
-def live_agent(agent_id: str) -> Agent:
-    """The agent, or not_found; conflict when it has exited or its sandbox is not running."""
-    agent = get_agent(agent_id)
+def live_agent(agent_id: str, actor: Actor | None = None) -> Agent:
+    """The agent (one actor may see, if given), or not_found; conflict when it has exited or its sandbox
+    is not running."""
+    agent = get_agent(agent_id, actor)
     if agent.status == AgentStatus.EXITED:
         raise Conflict(_("Agent %(id)s has exited."), id=agent.id)
     agent.sandbox.ensure_running()
@@ -329,8 +339,11 @@ def explain_agent(agent_id: str) -> Explanation:
     )
 
 
-def list_agents(sandbox_id: str | None = None, statuses: list[str] | None = None) -> list[Agent]:
-    agents = Agent.objects.all()
+def list_agents(
+    actor: Actor, sandbox_id: str | None = None, statuses: list[str] | None = None
+) -> list[Agent]:
+    """The agents actor may see, of one sandbox and in some statuses if given."""
+    agents = Agent.objects.filter(_visible(actor))
     if sandbox_id:
         agents = agents.filter(sandbox_id=sandbox_id)
     if statuses:

@@ -24,14 +24,16 @@ from attention import notify
 from attention.choices import ItemState
 from attention.models import Item
 from attention.schemas import serialize_item
-from cocoon import activity, events
+from cocoon import activity, events, tenancy
 from cocoon.actors import Actor
 from cocoon.choices import AttentionKind, Visibility
 from cocoon.errors import Conflict
 from cocoon.events import Event
 from cocoon.lookup import get_or_not_found
 from cocoon.setup import run_checks
+from sandboxes.models import Sandbox
 from scheduling.choices import TaskStatus
+from scheduling.models import Schedule, Task
 from usage.budgets import describe
 
 logger = logging.getLogger(__name__)
@@ -69,7 +71,21 @@ def publish(item: Item) -> None:
         sandbox_id=item.sandbox_id or None,
         agent_id=item.agent_id or None,
         visibility=item.visibility,
+        owner=_owner(item),
     )
+
+
+def _owner(item: Item) -> tenancy.Owner | None:
+    """Whose an item of no sandbox is (as visible_items has it): its task's or its schedule's owner; None
+    for one of a sandbox (the event looks that up) or of the server."""
+    if item.sandbox_id:
+        return None
+    owned: Task | Schedule | None = None
+    if item.task_id:
+        owned = Task.objects.filter(pk=item.task_id).first()
+    elif item.schedule_id:
+        owned = Schedule.objects.filter(pk=item.schedule_id).first()
+    return owned.owner if owned else None
 
 
 def live(kind: str, subject: str) -> Item | None:
@@ -272,8 +288,21 @@ def check_setup() -> Item | None:
 
 
 def visible_items(actor: Actor) -> QuerySet[Item]:
-    items = Item.objects.all()
-    return items if actor.is_admin else items.filter(visibility=Visibility.AGENT)
+    """The items actor may see: by their visibility, and (cocoon.tenancy) those of its sandboxes, of its
+    tasks or schedules when they name no sandbox, and the server's own (setup, the day's budget)."""
+    items = Item.objects.all() if actor.is_admin else Item.objects.filter(visibility=Visibility.AGENT)
+    if actor.sees_everything:
+        return items
+    return items.filter(
+        Q(sandbox_id__in=Sandbox.objects.visible_to(actor).values("id"))
+        | Q(sandbox_id="", task_id__in=Task.objects.filter(tenancy.visible(actor)).values("id"))
+        | Q(
+            sandbox_id="",
+            task_id="",
+            schedule_id__in=Schedule.objects.filter(tenancy.visible(actor)).values("id"),
+        )
+        | Q(sandbox_id="", task_id="", schedule_id="")
+    )
 
 
 def list_items(

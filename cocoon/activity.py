@@ -11,7 +11,7 @@ from typing import Any
 from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import events
+from cocoon import events, tenancy
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.models import ActivityEntry
@@ -37,6 +37,7 @@ register_messages(
         "secret.deleted": _("Secret %(name)s was deleted."),
         "token.created": _("Token %(name)s (%(scope)s) was created."),
         "token.revoked": _("Token %(name)s was revoked."),
+        "project.created": _("Project %(name)s (%(id)s) was created."),
         "activity.pruned": _("%(count)s old activity entries were removed."),
         "system.first_run": _("cocoon was set up for the first time."),
     }
@@ -62,12 +63,17 @@ def record(
     sandbox_id: str = "",
     agent_id: str = "",
 ) -> ActivityEntry:
+    """An entry, and its event. It is its sandbox's project's, else its actor's (what a project's token
+    does is its project's), else the server's."""
     if key not in MESSAGES:
         raise ValueError(f"unregistered activity key {key}")
+    owner = tenancy.sandbox_owner(sandbox_id) if sandbox_id else None
+    project = owner.project if owner else (actor.project if actor else None) or ""
     entry = ActivityEntry.objects.create(
         key=key,
         params=params or {},
         actor=actor.label if actor else "",
+        project=project,
         sandbox_id=sandbox_id,
         agent_id=agent_id,
     )
@@ -77,6 +83,7 @@ def record(
         sandbox_id=sandbox_id,
         agent_id=agent_id,
         visibility=VISIBILITY[key],
+        owner=owner or (tenancy.Owner(project, None) if project else None),
     )
     return entry
 
@@ -85,7 +92,9 @@ def list_entries(
     actor: Actor, *, limit: int = 50, before: int | None = None, sandbox_id: str = "", agent_id: str = ""
 ) -> list[ActivityEntry]:
     """The newest entries the actor may see."""
-    entries = ActivityEntry.objects.all()
+    entries = ActivityEntry.objects.filter(tenancy.by_sandbox(actor))
+    if actor.project is not None:
+        entries = entries.filter(project__in=["", actor.project])
     if not actor.is_admin:  # (admins also see entries of keys no longer registered)
         entries = entries.filter(key__in=[key for key, shown in VISIBILITY.items() if actor.may_see(shown)])
     if before is not None:

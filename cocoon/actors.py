@@ -5,16 +5,24 @@ from cocoon.choices import TokenScope, Visibility
 
 @dataclass(frozen=True)
 class Actor:
-    """Who is calling: the token's id, name and scope."""
+    """Who is calling: the token's id, name and scope, and what it may see (cocoon.tenancy): one
+    project's objects (None: every project's) and, if own_only, only those it created itself."""
 
     token_id: str
     name: str
     scope: str
+    project: str | None = None
+    own_only: bool = False
     is_authenticated = True  # what DRF's IsAuthenticated asks of request.user
 
     @property
     def is_admin(self) -> bool:
         return self.scope == TokenScope.ADMIN
+
+    @property
+    def sees_everything(self) -> bool:
+        """Bound to no project and to no creator: cocoon.tenancy hides nothing from it."""
+        return self.project is None and not self.own_only
 
     def may_see(self, visibility: str) -> bool:
         """The one rule for events and activity entries: admins see all, agent tokens what is theirs."""

@@ -24,7 +24,7 @@ from django.http import HttpRequest
 from django.utils.module_loading import import_string
 from rest_framework import authentication, exceptions
 
-from cocoon import tokens
+from cocoon import tenancy, tokens
 from cocoon.actors import ENV_ACTOR, Actor
 from cocoon.choices import TokenScope
 from cocoon.errors import CocoonError
@@ -89,9 +89,12 @@ def log_in_session(session: SessionBase, *, token_plain: str | None = None, user
 
 
 def user_actor(user: Any) -> Actor:
-    """A Django user acts as an admin if it is a superuser, else with agent scope."""
-    scope = TokenScope.ADMIN if user.is_superuser else TokenScope.AGENT
-    return Actor(token_id=f"user:{user.pk}", name=user.get_username(), scope=scope)
+    """A Django user acts as an admin if it is a superuser, else with agent scope in the default project
+    (projects of their own for users, with roles, are still to come: #30)."""
+    token_id, name = f"user:{user.pk}", user.get_username()
+    if user.is_superuser:
+        return Actor(token_id=token_id, name=name, scope=TokenScope.ADMIN)
+    return Actor(token_id=token_id, name=name, scope=TokenScope.AGENT, project=tenancy.DEFAULT_PROJECT)
 
 
 def session_actor(session: SessionBase) -> Actor | None:
@@ -99,7 +102,7 @@ def session_actor(session: SessionBase) -> Actor | None:
     marker = session.get(SESSION_ACTOR_KEY) or {}
     if "token" in marker:
         token = ApiToken.objects.live().filter(pk=marker["token"]).first()
-        return Actor(token_id=token.id, name=token.name, scope=token.scope) if token else None
+        return tokens.token_actor(token) if token else None
     if "env" in marker:
         digest = _env_digest()
         return ENV_ACTOR if digest and hmac.compare_digest(digest, marker["env"]) else None

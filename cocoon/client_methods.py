@@ -364,6 +364,14 @@ class Methods:
             ),
         )
 
+    def projects_create(self, *, id: str, name: str) -> Any:
+        """Create a project: it owns the sandboxes (and their agents) made by its agent tokens."""
+        return self.call("projects.create", _params({"id": id, "name": name}))
+
+    def projects_list(self) -> Any:
+        """The projects the caller may see: all for an admin, else its own."""
+        return self.call("projects.list", _params({}))
+
     def providers_list(self) -> Any:
         """Model providers: the built-in anthropic and openai plus settings.providers, and whether each one's secret is set (never the value)."""
         return self.call("providers.list", _params({}))
@@ -399,6 +407,7 @@ class Methods:
         budget: dict | None = None,
         node: str | None = None,
         node_labels: dict | None = None,
+        project: str | None = None,
     ) -> Any:
         """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults. Claims a started sandbox from the warm pool of these options when there is one (fromPool), unless pool is false."""
         return self.call(
@@ -416,6 +425,7 @@ class Methods:
                     "budget": budget,
                     "node": node,
                     "nodeLabels": node_labels,
+                    "project": project,
                 }
             ),
         )
@@ -458,7 +468,7 @@ class Methods:
         return self.call("sandbox.get", _params({"sandboxId": sandbox_id}))
 
     def sandbox_list(self) -> Any:
-        """All sandboxes, newest first."""
+        """The sandboxes the caller may see (its project's), newest first."""
         return self.call("sandbox.list", _params({}))
 
     def sandbox_rename(self, *, sandbox_id: str, name: str) -> Any:
@@ -692,10 +702,27 @@ class Methods:
         """Queue a failed task again from its failed step (that step's agent is started anew; the steps before stay done). When its own sandbox was removed meanwhile (settings.tasks.keepFailedSandboxHours), it starts over from the first step in a new one."""
         return self.call("task.retry", _params({"taskId": task_id}))
 
-    def tokens_create(self, *, name: str, scope: str, expires_in_days: int | None = None) -> Any:
+    def tokens_create(
+        self,
+        *,
+        name: str,
+        scope: str,
+        expires_in_days: int | None = None,
+        project: str | None = None,
+        sandboxes: str | None = None,
+    ) -> Any:
         """Create a token. The plain token is in this answer only; it is never shown again."""
         return self.call(
-            "tokens.create", _params({"name": name, "scope": scope, "expiresInDays": expires_in_days})
+            "tokens.create",
+            _params(
+                {
+                    "name": name,
+                    "scope": scope,
+                    "expiresInDays": expires_in_days,
+                    "project": project,
+                    "sandboxes": sandboxes,
+                }
+            ),
         )
 
     def tokens_list(self) -> Any:
@@ -1162,6 +1189,14 @@ class AsyncMethods:
             ),
         )
 
+    async def projects_create(self, *, id: str, name: str) -> Any:
+        """Create a project: it owns the sandboxes (and their agents) made by its agent tokens."""
+        return await self.call("projects.create", _params({"id": id, "name": name}))
+
+    async def projects_list(self) -> Any:
+        """The projects the caller may see: all for an admin, else its own."""
+        return await self.call("projects.list", _params({}))
+
     async def providers_list(self) -> Any:
         """Model providers: the built-in anthropic and openai plus settings.providers, and whether each one's secret is set (never the value)."""
         return await self.call("providers.list", _params({}))
@@ -1197,6 +1232,7 @@ class AsyncMethods:
         budget: dict | None = None,
         node: str | None = None,
         node_labels: dict | None = None,
+        project: str | None = None,
     ) -> Any:
         """Create a hardened sandbox with a git workspace (empty or cloned from repo), tagged cocoon-baseline. Unset fields take the settings' sandbox defaults. Claims a started sandbox from the warm pool of these options when there is one (fromPool), unless pool is false."""
         return await self.call(
@@ -1214,6 +1250,7 @@ class AsyncMethods:
                     "budget": budget,
                     "node": node,
                     "nodeLabels": node_labels,
+                    "project": project,
                 }
             ),
         )
@@ -1256,7 +1293,7 @@ class AsyncMethods:
         return await self.call("sandbox.get", _params({"sandboxId": sandbox_id}))
 
     async def sandbox_list(self) -> Any:
-        """All sandboxes, newest first."""
+        """The sandboxes the caller may see (its project's), newest first."""
         return await self.call("sandbox.list", _params({}))
 
     async def sandbox_rename(self, *, sandbox_id: str, name: str) -> Any:
@@ -1492,10 +1529,27 @@ class AsyncMethods:
         """Queue a failed task again from its failed step (that step's agent is started anew; the steps before stay done). When its own sandbox was removed meanwhile (settings.tasks.keepFailedSandboxHours), it starts over from the first step in a new one."""
         return await self.call("task.retry", _params({"taskId": task_id}))
 
-    async def tokens_create(self, *, name: str, scope: str, expires_in_days: int | None = None) -> Any:
+    async def tokens_create(
+        self,
+        *,
+        name: str,
+        scope: str,
+        expires_in_days: int | None = None,
+        project: str | None = None,
+        sandboxes: str | None = None,
+    ) -> Any:
         """Create a token. The plain token is in this answer only; it is never shown again."""
         return await self.call(
-            "tokens.create", _params({"name": name, "scope": scope, "expiresInDays": expires_in_days})
+            "tokens.create",
+            _params(
+                {
+                    "name": name,
+                    "scope": scope,
+                    "expiresInDays": expires_in_days,
+                    "project": project,
+                    "sandboxes": sandboxes,
+                }
+            ),
         )
 
     async def tokens_list(self) -> Any:

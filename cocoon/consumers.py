@@ -14,7 +14,6 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, auth, calls, events, tokens
 from cocoon.actors import Actor
-from cocoon.choices import Visibility
 from cocoon.errors import CocoonError, ErrorCode, RpcError, unexpected_error
 from cocoon.i18n import language_of_scope
 from cocoon.ids import new_id
@@ -212,7 +211,7 @@ class RpcConsumer(LiveCredentials, AsyncJsonWebsocketConsumer):
 
     async def event_message(self, message: dict[str, Any]) -> None:
         event: events.Event = message["event"]
-        if self.actor is None or not self.actor.may_see(message.get("visibility", Visibility.ADMIN)):
+        if self.actor is None or not events.may_hear(self.actor, message):
             return
         matching = [name for name, filters in self.subscriptions.items() if events.matches(filters, event)]
         if not matching:

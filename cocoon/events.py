@@ -7,6 +7,8 @@ that was rolled back.
 
 Each event type is declared with register_types() next to the code that publishes it, with who may see
 it (Visibility); a connection hears only what its actor may see, and an undeclared type is admin-only.
+An event about a sandbox carries its owner (cocoon.tenancy), looked up as it is published: an actor bound
+to a project hears only its own project's, and an event of a sandbox gone already only those bound to none.
 
 Upper layers hear events in-process with observe(): an observer runs when the event is published, in
 the publisher's transaction, so what it writes commits or rolls back with the change it heard of.
@@ -24,6 +26,8 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
+from cocoon import tenancy
+from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import REDIS_ERRORS
 from cocoon.ids import new_id
@@ -101,17 +105,36 @@ def publish(
     sandbox_id: str | None = None,
     agent_id: str | None = None,
     visibility: str | None = None,
+    owner: tenancy.Owner | None = None,
 ) -> Event:
-    """Send an event once the transaction commits; visibility overrides the type's (activity entries)."""
+    """Send an event once the transaction commits; visibility overrides the type's (activity entries), and
+    owner is the owner of what it is about when that is no sandbox (a schedule, a task without one)."""
     event = Event(id=new_id("ev"), type=event_type, at=timezone.now().isoformat(), data=data)
     if sandbox_id:
         event["sandboxId"] = sandbox_id
     if agent_id:
         event["agentId"] = agent_id
     visibility = visibility or VISIBILITY.get(event_type, Visibility.ADMIN)
+    owned = [owner.project, owner.creator] if owner else _owner(sandbox_id) if sandbox_id else None
     _notify_observers(event)
-    transaction.on_commit(lambda: _send(event, visibility))
+    transaction.on_commit(lambda: _send(event, visibility, owned))
     return event
+
+
+def _owner(sandbox_id: str) -> list[str | None]:
+    """The owner of an event's sandbox as the message carries it: [project, creator], [] when unknown."""
+    owner = tenancy.sandbox_owner(sandbox_id)
+    return [owner.project, owner.creator] if owner else []
+
+
+def may_hear(actor: Actor, message: dict[str, Any]) -> bool:
+    """Whether a connection of actor hears an event's message: its visibility, and its sandbox's owner."""
+    if not actor.may_see(message.get("visibility", Visibility.ADMIN)):
+        return False
+    owner = message.get("owner")
+    if owner is None or actor.sees_everything:
+        return True
+    return bool(owner) and tenancy.may_see(actor, tenancy.Owner(*owner))
 
 
 def _on_layer_loop(coroutine: Coroutine[Any, Any, T], timeout: float = 10) -> T:
@@ -126,8 +149,8 @@ def _on_layer_loop(coroutine: Coroutine[Any, Any, T], timeout: float = 10) -> T:
     return async_to_sync(run)()
 
 
-def _send(event: Event, visibility: str) -> None:
-    message = {"type": HANDLER_TYPE, "event": event, "visibility": visibility}
+def _send(event: Event, visibility: str, owner: list[str | None] | None) -> None:
+    message = {"type": HANDLER_TYPE, "event": event, "visibility": visibility, "owner": owner}
     send_to_group(ALL_EVENTS_GROUP, message)
     if agent_id := event.get("agentId"):
         send_to_group(agent_group(agent_id), message)

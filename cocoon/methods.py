@@ -5,7 +5,7 @@ from typing import Any
 
 from django.db import transaction
 
-from cocoon import activity, config, setup, system, tokens, vault
+from cocoon import activity, config, setup, system, tenancy, tokens, vault
 from cocoon.choices import TokenScope
 from cocoon.registry import Call, registry
 from cocoon.schema import (
@@ -24,11 +24,15 @@ from cocoon.schema import (
 from cocoon.schemas import (
     ACTIVITY_ENTRY,
     CREATED_TOKEN,
+    PROJECT,
+    PROJECT_ID,
     SECRET,
     SETUP_STATUS,
     TOKEN,
+    TOKEN_SANDBOXES,
     serialize_activity_entry,
     serialize_created_token,
+    serialize_project,
     serialize_secret,
     serialize_setup_status,
     serialize_token,
@@ -200,6 +204,9 @@ def tokens_list(call: Call) -> list[dict[str, Any]]:
             "scope": enum(*TokenScope.values),
             # Left out: valid until revoked. Afterwards it answers token_expired.
             "expiresInDays": integer(minimum=1, maximum=MAX_TOKEN_DAYS),
+            # An agent token's project (left out: the default one), and which of its sandboxes it sees.
+            "project": PROJECT_ID,
+            "sandboxes": TOKEN_SANDBOXES,
         },
         required=("name", "scope"),
     ),
@@ -213,8 +220,37 @@ def tokens_create(call: Call) -> dict[str, Any]:
         call.params["scope"],
         actor=call.actor,
         expires_in=timedelta(days=days) if days else None,
+        project=call.params.get("project"),
+        own_sandboxes=call.params.get("sandboxes") == "own",
     )
     return serialize_created_token(token, plain)
+
+
+# -- projects ----------------------------------------------------------------------------------------
+
+
+@registry.method(
+    "projects.list",
+    description="The projects the caller may see: all for an admin, else its own.",
+    result=array(PROJECT),
+    agent_side=True,
+)
+def projects_list(call: Call) -> list[dict[str, Any]]:
+    return [serialize_project(project) for project in tenancy.projects_of(call.actor)]
+
+
+@registry.method(
+    "projects.create",
+    description="Create a project: it owns the sandboxes (and their agents) made by its agent tokens.",
+    params=obj({"id": PROJECT_ID, "name": NAME}, required=("id", "name")),
+    result=PROJECT,
+    admin=True,
+)
+def projects_create(call: Call) -> dict[str, Any]:
+    with transaction.atomic():
+        project = tenancy.create_project(call.params["id"], call.params["name"])
+        activity.record("project.created", {"id": project.id, "name": project.name}, actor=call.actor)
+    return serialize_project(project)
 
 
 @registry.method(

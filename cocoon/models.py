@@ -9,6 +9,20 @@ def new_token_id() -> str:
     return new_id("tok")
 
 
+class Project(models.Model):
+    """Who owns sandboxes and what hangs off them (cocoon.tenancy); "default" is made at migration."""
+
+    id = models.SlugField(primary_key=True, max_length=63)
+    name = models.CharField(max_length=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def live(self) -> "ApiTokenQuerySet":
         """The tokens that work now: not expired (revoked ones are not in the table)."""
@@ -22,6 +36,10 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=100)
     scope = models.CharField(max_length=10, choices=TokenScope.choices)
     token_hash = models.CharField(max_length=64, unique=True)
+    # An agent token acts in one project (admin tokens in none: they see all), and if own_sandboxes only
+    # on the sandboxes it created itself.
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    own_sandboxes = models.BooleanField(default=False)
     # The token written to admin-token.txt on first start; revoking it also removes that file.
     bootstrap = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -87,6 +105,7 @@ class ActivityEntry(models.Model):
     key = models.CharField(max_length=100)
     params = models.JSONField(default=dict)
     actor = models.CharField(max_length=140, blank=True)
+    project = models.CharField(max_length=63, blank=True)  # whose (cocoon.tenancy); "": the server's
     sandbox_id = models.CharField(max_length=40, blank=True, db_index=True)
     agent_id = models.CharField(max_length=40, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

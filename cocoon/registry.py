@@ -41,6 +41,8 @@ class Call:
 
 
 Handler = Callable[[Call], Any]
+# Raises not_found when the actor may not see the object a param names (cocoon.tenancy).
+OwnerCheck = Callable[[Actor, Any], object]
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,15 @@ class Registry:
     def __init__(self) -> None:
         self._methods: dict[str, Method] = {}
         self._translations: list[tuple[tuple[type[Exception], ...], Callable[[Exception], CocoonError]]] = []
+        self._owned: dict[str, OwnerCheck] = {}
+
+    def owned(self, param: str, check: OwnerCheck) -> None:
+        """A param of this name, in any method, names an object that has an owner: before a handler runs,
+        check(actor, value) answers not_found, as for a missing one, unless the actor may see it. The
+        one place every transport's calls pass (HTTP, WebSocket, MCP, the UI's)."""
+        if param in self._owned:
+            raise ValueError(f"param {param} has an owner check already")
+        self._owned[param] = check
 
     def translate(self, *types: type[Exception], into: Callable[[Exception], CocoonError]) -> None:
         """Errors of a lower layer's library (the engine's client: the engine went away) that escape a
@@ -150,6 +161,13 @@ class Registry:
             raise RpcError(ErrorCode.INVALID_REQUEST, PARAMS_NOT_OBJECT)
         validate(method.params_validator, params)
         params = integral(method.params, params)
+        # events.* run in the event loop, where nothing may wait for the database: what a subscription
+        # naming someone else's sandbox hears is filtered as it is sent (events.may_hear), so it hears
+        # nothing, exactly as one naming a missing sandbox.
+        if not actor.sees_everything and not method.ws_only:
+            for param, check in self._owned.items():
+                if (value := params.get(param)) is not None:
+                    check(actor, value)
         try:
             result = method.handler(
                 Call(params=params, actor=actor, language=language, connection=connection)

@@ -7,7 +7,7 @@ from typing import Any
 from django.utils import translation
 
 from cocoon.choices import TokenScope
-from cocoon.models import ActivityEntry, ApiToken, Secret
+from cocoon.models import ActivityEntry, ApiToken, Project, Secret
 from cocoon.schema import (
     ANY_OBJECT,
     BOOLEAN,
@@ -18,15 +18,23 @@ from cocoon.schema import (
     enum,
     nullable,
     obj,
+    string,
     timestamp,
 )
 from cocoon.types import CheckResult
+
+PROJECT_ID = string(pattern="^[a-z0-9][a-z0-9-]{0,62}$")
+PROJECT = obj({"id": STRING, "name": STRING, "createdAt": TIMESTAMP})
+# "own": the token sees only the sandboxes it created itself; "project": all of its project's.
+TOKEN_SANDBOXES = enum("project", "own")
 
 TOKEN = obj(
     {
         "id": STRING,
         "name": STRING,
         "scope": enum(*TokenScope.values),
+        "project": nullable(STRING),  # null: an admin token, in every project
+        "sandboxes": TOKEN_SANDBOXES,
         "createdAt": TIMESTAMP,
         "lastUsedAt": nullable(TIMESTAMP),
         "expiresAt": nullable(TIMESTAMP),  # null: valid until revoked
@@ -34,7 +42,15 @@ TOKEN = obj(
 )
 # A new token: the only answer that carries the plain token.
 CREATED_TOKEN = obj(
-    {"id": STRING, "name": STRING, "scope": STRING, "expiresAt": nullable(TIMESTAMP), "token": STRING}
+    {
+        "id": STRING,
+        "name": STRING,
+        "scope": STRING,
+        "project": nullable(STRING),
+        "sandboxes": TOKEN_SANDBOXES,
+        "expiresAt": nullable(TIMESTAMP),
+        "token": STRING,
+    }
 )
 SECRET = obj({"name": STRING, "raw": BOOLEAN, "createdAt": TIMESTAMP, "updatedAt": TIMESTAMP})
 # message: rendered in the reader's language (activity.list; the consumer adds it to "activity" events).
@@ -69,11 +85,20 @@ SETUP_STATUS = obj(
 )
 
 
+def _token_reach(token: ApiToken) -> dict[str, Any]:
+    return {"project": token.project_id, "sandboxes": "own" if token.own_sandboxes else "project"}
+
+
+def serialize_project(project: Project) -> dict[str, Any]:
+    return {"id": project.id, "name": project.name, "createdAt": project.created_at.isoformat()}
+
+
 def serialize_token(token: ApiToken) -> dict[str, Any]:
     return {
         "id": token.id,
         "name": token.name,
         "scope": token.scope,
+        **_token_reach(token),
         "createdAt": token.created_at.isoformat(),
         "lastUsedAt": timestamp(token.last_used_at),
         "expiresAt": timestamp(token.expires_at),
@@ -85,6 +110,7 @@ def serialize_created_token(token: ApiToken, plain: str) -> dict[str, Any]:
         "id": token.id,
         "name": token.name,
         "scope": token.scope,
+        **_token_reach(token),
         "expiresAt": timestamp(token.expires_at),
         "token": plain,
     }

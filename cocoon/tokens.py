@@ -11,10 +11,10 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, events, tokencache
+from cocoon import activity, events, tenancy, tokencache
 from cocoon.actors import ENV_ACTOR, Actor
 from cocoon.choices import TokenScope
-from cocoon.errors import Conflict, TokenExpired, TokenRevoked
+from cocoon.errors import Conflict, InvalidParams, TokenExpired, TokenRevoked
 from cocoon.lookup import get_or_not_found
 from cocoon.models import ApiToken, RevokedToken
 from cocoon.schema import timestamp
@@ -56,9 +56,20 @@ def authenticate(plain: str | None) -> Actor | None:
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    actor = Actor(token_id=token.id, name=token.name, scope=token.scope)
+    actor = token_actor(token)
     tokencache.put(digest, actor, generation, expires_at=token.expires_at)
     return actor
+
+
+def token_actor(token: ApiToken) -> Actor:
+    """Who a token acts as: its scope, and for an agent token its project and whether only on its own."""
+    return Actor(
+        token_id=token.id,
+        name=token.name,
+        scope=token.scope,
+        project=token.project_id,
+        own_only=token.own_sandboxes,
+    )
 
 
 def is_live(actor: Actor) -> bool:
@@ -96,14 +107,27 @@ def create_token(
     actor: Actor | None = None,
     bootstrap: bool = False,
     expires_in: timedelta | None = None,
+    project: str | None = None,
+    own_sandboxes: bool = False,
 ) -> tuple[ApiToken, str]:
     """Create a token (valid for expires_in, or until revoked); returns the row and the plain token,
-    which is never stored."""
+    which is never stored. An agent token acts in project (the default one unless given), and if
+    own_sandboxes only on the sandboxes it creates itself; an admin token in every project."""
+    if scope == TokenScope.ADMIN and (project or own_sandboxes):
+        raise InvalidParams(_("An admin token sees every project: give a project only to an agent token."))
+    if scope == TokenScope.AGENT:
+        project = tenancy.project_named(project) if project else tenancy.default_project()
     plain = generate_token()
     expires_at = timezone.now() + expires_in if expires_in else None
     with transaction.atomic():
         token = ApiToken.objects.create(
-            name=name, scope=scope, token_hash=hash_token(plain), bootstrap=bootstrap, expires_at=expires_at
+            name=name,
+            scope=scope,
+            token_hash=hash_token(plain),
+            bootstrap=bootstrap,
+            expires_at=expires_at,
+            project_id=project,
+            own_sandboxes=own_sandboxes,
         )
         activity.record("token.created", {"name": name, "scope": scope}, actor=actor)
     return token, plain

@@ -12,12 +12,21 @@ class SandboxesConfig(AppConfig):
     name = "sandboxes"
 
     def ready(self) -> None:
+        from cocoon import tenancy
         from cocoon.registry import registry
         from cocoon.system import register_info
-        from sandboxes import pools, setup, signals
+        from sandboxes import pools, services, setup, signals
         from sandboxes.drivers import as_driver_error, engine_errors
+        from sandboxes.models import Sandbox
 
         registry.translate(*engine_errors(), into=as_driver_error)
+        registry.owned("sandboxId", lambda actor, sandbox_id: services.get_sandbox(sandbox_id, actor))
+        tenancy.set_sandboxes(
+            tenancy.Sandboxes(
+                owner=services.sandbox_owner,
+                visible_ids=lambda actor: Sandbox.objects.visible_to(actor).values("id"),
+            )
+        )
         register_info(setup.engine_info)
         register_info(pools.info)
         signals.node_added.connect(_prepare_node, dispatch_uid="sandboxes.prepare_node")

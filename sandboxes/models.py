@@ -4,6 +4,8 @@ from typing import Self
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from cocoon import tenancy
+from cocoon.actors import Actor
 from cocoon.errors import Conflict
 from cocoon.ids import new_id
 from sandboxes.choices import NetworkMode, NodeState, SandboxState
@@ -71,9 +73,14 @@ class SandboxQuerySet(models.QuerySet["Sandbox"]):
         """The sandboxes users see: not the warm pools' members."""
         return self.filter(pool="")
 
+    def visible_to(self, actor: Actor) -> "SandboxQuerySet":
+        """The claimed sandboxes actor may see (cocoon.tenancy's rule)."""
+        return self.claimed().filter(tenancy.visible(actor))
 
-class Sandbox(models.Model):
-    """A sandbox: one container (or bwrap folder) with a git workspace, where agents run.
+
+class Sandbox(tenancy.Owned):
+    """A sandbox: one container (or bwrap folder) with a git workspace, where agents run. Its owner
+    (tenancy.Owned): a warm pool's member gets the claiming actor's at the claim.
 
     The row is what cocoon intends; reconcile() aligns state and IPs with what the engine reports.
     """

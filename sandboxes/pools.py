@@ -30,7 +30,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import config
+from cocoon import config, tenancy
 from cocoon.actors import Actor
 from cocoon.errors import Conflict
 from cocoon.settings_schema import LOCAL_NODE_NAME
@@ -107,11 +107,14 @@ def create_sandbox(
     name: str | None = None,
     pool: bool = True,
     budget: dict[str, Any] | None = None,
+    project: str | None = None,
     **options: Any,
 ) -> Created:
     """sandbox.create: a warm sandbox claimed from the pool of these options, else a cold one. pool False
     skips the pools."""
     node, labels = options.pop("node", ""), options.pop("nodeLabels", None)
+    if project is not None:
+        tenancy.project_named(project, actor)
     limits = (resolved := services.resolve_options(actor=actor, **options)).limits
     demand = placement.Demand(limits.cpus, limits.memory_mb, resolved.network, resolved.runtime, labels or {})
     # A node with a warm pool of these options comes first, if one can take the sandbox (as placement
@@ -120,12 +123,19 @@ def create_sandbox(
     warm = node_choice.choose_among(set(keys), demand, node) if keys else None
     if warm is not None:
         node_id, node_name = warm
-        sandbox = claim(keys[node_name], resolved.image, node_id, name=name, actor=actor, budget=budget)
+        sandbox = claim(
+            keys[node_name], resolved.image, node_id, name=name, actor=actor, budget=budget, project=project
+        )
         _kick_refill()  # claimed or found empty: either way it is short of members now
         if sandbox is not None:
             return Created(sandbox, from_pool=True)
     made = services.make_sandbox(
-        resolved, name=name, actor=actor, budget=budget, node=node_choice.choose_node(demand, node)
+        resolved,
+        name=name,
+        actor=actor,
+        budget=budget,
+        node=node_choice.choose_node(demand, node),
+        project=project,
     )
     return Created(made, from_pool=False)
 
@@ -145,9 +155,10 @@ def claim(
     name: str | None,
     actor: Actor,
     budget: dict[str, Any] | None = None,
+    project: str | None = None,
 ) -> Sandbox | None:
     """A running member of pool key made from the image as node's engine has it now, from then on an
-    ordinary sandbox named name (created now); None when there is none."""
+    ordinary sandbox named name (created now), actor's (tenancy.creation); None when there is none."""
     driver = nodes.node_driver(node)
     waiting = Sandbox.objects.filter(pool=key, state=SandboxState.RUNNING).order_by("created_at")
     if current := _image_id(driver, image):  # a rebuild's refill may not have replaced them yet
@@ -164,7 +175,12 @@ def claim(
         try:
             with transaction.atomic():
                 taken = Sandbox.objects.filter(pk=sandbox_id, pool=key, state=SandboxState.RUNNING).update(
-                    pool="", name=name or sandbox_id, budget=budget, created_at=now, updated_at=now
+                    pool="",
+                    name=name or sandbox_id,
+                    budget=budget,
+                    created_at=now,
+                    updated_at=now,
+                    **tenancy.creation(actor, project),
                 )
                 if taken:  # else a concurrent create took it first: the next one
                     # Its engine mark goes with the claim, or neither: a member whose data directory is

@@ -11,7 +11,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, events
+from cocoon import activity, events, tenancy
 from cocoon.actors import Actor
 from cocoon.errors import NotFound
 from sandboxes import networking
@@ -141,6 +141,7 @@ def adopt_foreign(sandbox_id: str, *, name: str | None, actor: Actor) -> Sandbox
         name=name,
         driver=driver.kind,
         node=left.node,
+        owner=tenancy.creation(actor),
         state=observed.state,
         ips=observed.ips,
     )

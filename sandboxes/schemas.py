@@ -16,6 +16,7 @@ from cocoon.schema import (
     obj,
     string,
 )
+from cocoon.schemas import PROJECT_ID
 from sandboxes.capacity import NOTHING_USED, capacity_of, used_by_node
 from sandboxes.choices import NetworkMode, NodeState, SandboxState
 from sandboxes.diffs import Diff
@@ -59,6 +60,7 @@ SANDBOX = obj(
         "error": nullable(STRING),
         "budget": nullable(BUDGET),
         "node": STRING,  # the id of the node it runs on
+        "project": STRING,  # its owner (cocoon.tenancy)
         "createdAt": TIMESTAMP,
         "updatedAt": TIMESTAMP,
     }
@@ -79,6 +81,8 @@ SANDBOX_CREATE = obj(
         # Where it runs: a node by id or name, or one whose labels include these (else placement picks).
         "node": string(minLength=1, maxLength=63),
         "nodeLabels": {"type": "object", "additionalProperties": string(maxLength=200), "maxProperties": 20},
+        # Whose it is: an admin's choice (left out: the default project); a project's token makes its own.
+        "project": PROJECT_ID,
     }
 )
 # sandbox.create's result: the sandbox, and whether it was claimed warm from a pool.
@@ -191,6 +195,7 @@ def serialize_sandbox(sandbox: Sandbox) -> dict[str, Any]:
         "error": sandbox.error or None,
         "budget": sandbox.budget,
         "node": sandbox.node,
+        "project": sandbox.project_id,
         "createdAt": sandbox.created_at.isoformat(),
         "updatedAt": sandbox.updated_at.isoformat(),
     }

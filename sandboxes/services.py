@@ -9,7 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, config, events, settings_checks
+from cocoon import activity, config, events, settings_checks, tenancy
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import Conflict, Forbidden, Timeout, field_error, interpolate_lazy
@@ -58,11 +58,16 @@ def _publish(sandbox: Sandbox) -> None:
     events.publish("sandbox.updated", serialize_sandbox(sandbox), sandbox_id=sandbox.id)
 
 
-def get_sandbox(sandbox_id: str) -> Sandbox:
-    """The sandbox, never a warm pool's member: nothing may run in one before a create claims it."""
-    return get_or_not_found(
-        Sandbox.objects.claimed(), sandbox_id, _("Sandbox %(id)s does not exist."), id=sandbox_id
-    )
+def get_sandbox(sandbox_id: str, actor: Actor | None = None) -> Sandbox:
+    """The sandbox (one actor may see, if given), never a warm pool's member: nothing may run in one
+    before a create claims it. Someone else's answers as a missing one does."""
+    sandboxes = Sandbox.objects.claimed() if actor is None else Sandbox.objects.visible_to(actor)
+    return get_or_not_found(sandboxes, sandbox_id, _("Sandbox %(id)s does not exist."), id=sandbox_id)
+
+
+def sandbox_owner(sandbox_id: str) -> tenancy.Owner | None:
+    owner = Sandbox.objects.filter(pk=sandbox_id).values_list("project_id", "creator").first()
+    return tenancy.Owner(*owner) if owner else None
 
 
 def _limits(requested: dict[str, Any] | None, defaults: dict[str, Any]) -> Limits:
@@ -140,9 +145,11 @@ def make_sandbox(
     pool_image_id: str = "",
     budget: dict[str, Any] | None = None,
     node: str = LOCAL_NODE,
+    project: str | None = None,
 ) -> Sandbox:
-    """Make a sandbox of checked options on a node, or raise leaving nothing behind. A pool member
-    (pool: its template's key) is made quietly: no activity entry and no event until a create claims it."""
+    """Make a sandbox of checked options on a node, actor's (in project: tenancy.creation), or raise
+    leaving nothing behind. A pool member (pool: its template's key) is made quietly, and nobody's: no
+    activity entry and no event until a create claims it."""
     driver = node_driver(node)
     sandbox = new_row(
         new_sandbox_id(),
@@ -150,6 +157,7 @@ def make_sandbox(
         name=name,
         driver=driver.kind,
         node=node,
+        owner=tenancy.creation(None if pool else actor, project),
         repo=options.repo,
         branch=options.branch,
         pool=pool,
@@ -204,10 +212,11 @@ def new_row(
     name: str | None,
     driver: str,
     node: str,
+    owner: dict[str, str],
     **fields: Any,
 ) -> Sandbox:
-    """A sandbox's row of what it is made as (named its id unless name), its node remembered; conflict
-    for a name taken."""
+    """A sandbox's row of what it is made as (named its id unless name), its owner's (tenancy.creation),
+    its node remembered; conflict for a name taken."""
     try:
         with transaction.atomic():
             sandbox = Sandbox.objects.create(
@@ -221,6 +230,7 @@ def new_row(
                 runtime=made.runtime,
                 driver=driver,
                 node=node,
+                **owner,
                 **fields,
             )
     except IntegrityError:
@@ -339,9 +349,10 @@ def delete_sandbox(sandbox_id: str, *, actor: Actor) -> None:
         node_driver(sandbox.node).remove(sandbox.id)
     # else its objects are orphans when the node answers again, and reconcile removes them then
     with transaction.atomic():
-        sandbox.delete()
+        # Published before the row goes (they are sent once it is gone): they are heard by its owner.
         activity.record("sandbox.deleted", {"name": sandbox.name}, actor=actor, sandbox_id=sandbox_id)
         events.publish("sandbox.deleted", {"id": sandbox_id}, sandbox_id=sandbox_id)
+        sandbox.delete()
     networking.released(sandbox_id, sandbox.node)
 
 

@@ -2,13 +2,15 @@
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from typing import cast
 
 from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from sandboxes import files
+from cocoon.actors import Actor
+from sandboxes import files, services
 
 # Bytes taken from the engine's stream per trip to a thread: it comes in 32 KiB chunks, and a trip per
 # chunk held the download to a third of `docker cp` (bench/workspace.py).
@@ -43,6 +45,8 @@ async def _stream(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
 class ArchiveView(APIView):
     def get(self, request: Request, sandbox_id: str) -> StreamingHttpResponse:
         path = request.query_params.get("path", "/workspace")
+        # not_found for someone else's (cocoon.tenancy); DRF's user is the token's Actor (cocoon.auth)
+        services.get_sandbox(sandbox_id, cast(Actor, request.user))
         chunks = files.archive(sandbox_id, path)
         name = path.rstrip("/").rsplit("/", 1)[-1] or "workspace"
         response = StreamingHttpResponse(_stream(iter(chunks)), content_type="application/x-tar")

@@ -42,13 +42,16 @@ events.register_types("schedule.updated", "schedule.deleted", visibility=Visibil
 def publish_task_updated(task: Task) -> None:
     """task.updated, in English: events go to every subscriber; clients render reasons from reasonCode."""
     events.publish(
-        "task.updated", serialize_task(task, "en", patch=False), sandbox_id=task.sandbox_id or None
+        "task.updated",
+        serialize_task(task, "en", patch=False),
+        sandbox_id=task.sandbox_id or None,
+        owner=task.owner,
     )
 
 
 def publish_schedule_updated(schedule: Schedule) -> None:
-    events.publish("schedule.updated", serialize_schedule(schedule))
+    events.publish("schedule.updated", serialize_schedule(schedule), owner=schedule.owner)
 
 
-def publish_schedule_deleted(schedule_id: str) -> None:
-    events.publish("schedule.deleted", {"id": schedule_id})
+def publish_schedule_deleted(schedule: Schedule) -> None:
+    events.publish("schedule.deleted", {"id": schedule.id}, owner=schedule.owner)

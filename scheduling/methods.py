@@ -70,7 +70,10 @@ def task_create(call: Call) -> dict[str, Any]:
 def task_list(call: Call) -> list[dict[str, Any]]:
     params = call.params
     tasks = services.list_tasks(
-        status=params.get("status"), schedule_id=params.get("scheduleId"), limit=params.get("limit", 100)
+        call.actor,
+        status=params.get("status"),
+        schedule_id=params.get("scheduleId"),
+        limit=params.get("limit", 100),
     )
     return [serialize_task(task, call.language, patch=False) for task in tasks]
 
@@ -162,7 +165,7 @@ def task_reject(call: Call) -> dict[str, Any]:
     "schedule.list", description="All schedules, by name.", result=array(SCHEDULE), agent_side=True
 )
 def schedule_list(call: Call) -> list[dict[str, Any]]:
-    return [serialize_schedule(schedule) for schedule in schedules.list_schedules()]
+    return [serialize_schedule(schedule) for schedule in schedules.list_schedules(call.actor)]
 
 
 @registry.method(

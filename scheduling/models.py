@@ -1,5 +1,6 @@
 from django.db import models
 
+from cocoon import tenancy
 from cocoon.ids import new_id
 from scheduling.choices import Overlap, TaskStatus
 
@@ -12,7 +13,7 @@ def new_schedule_id() -> str:
     return new_id("sc")
 
 
-class Schedule(models.Model):
+class Schedule(tenancy.Owned):
     """A cron expression in a timezone that creates a task from its template whenever it is due.
 
     next_run_at is kept in UTC and indexed, so a tick asks the database for the due schedules only.
@@ -39,7 +40,7 @@ class Schedule(models.Model):
         return f"{self.name} ({self.id})"
 
 
-class Task(models.Model):
+class Task(tenancy.Owned):
     """A unit of work: a prompt, a sandbox, a workflow of agent steps, a status and a report.
 
     steps holds the run-time state of each workflow step (status, agent, times), so a run that lost

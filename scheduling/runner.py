@@ -22,7 +22,7 @@ from agents import services as agents
 from agents.choices import AgentStatus
 from agents.models import Agent
 from agents.schemas import screen_tail
-from cocoon import activity
+from cocoon import activity, tenancy
 from cocoon.actors import SYSTEM_ACTOR
 from cocoon.errors import CocoonError, InternalError, NotFound
 from sandboxes import files, git, pools
@@ -191,7 +191,9 @@ class Run:
             # A runner that died between creating the sandbox and saving its id left it by this name.
             sandbox = (
                 Sandbox.objects.filter(name=task.id).first()
-                or pools.create_sandbox(actor=SYSTEM_ACTOR, name=task.id, **task.sandbox_spec).sandbox
+                or pools.create_sandbox(
+                    actor=tenancy.acting_for(SYSTEM_ACTOR, task), name=task.id, **task.sandbox_spec
+                ).sandbox
             )
             task.sandbox_id = sandbox.id
             self._save("sandbox_id")

@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity
+from cocoon import activity, tenancy
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.errors import CocoonError, Conflict, field_error
 from cocoon.lookup import get_or_not_found
@@ -29,12 +29,14 @@ logger = logging.getLogger(__name__)
 MAX_MISSED_COUNTED = 10_000  # an outage of years is not walked minute by minute
 
 
-def get_schedule(schedule_id: str) -> Schedule:
-    return get_or_not_found(Schedule, schedule_id, _("Schedule %(id)s does not exist."), id=schedule_id)
+def get_schedule(schedule_id: str, actor: Actor | None = None) -> Schedule:
+    """The schedule (one actor may see, if given: cocoon.tenancy)."""
+    schedules = Schedule.objects.all() if actor is None else Schedule.objects.filter(tenancy.visible(actor))
+    return get_or_not_found(schedules, schedule_id, _("Schedule %(id)s does not exist."), id=schedule_id)
 
 
-def list_schedules() -> list[Schedule]:
-    return list(Schedule.objects.all())
+def list_schedules(actor: Actor) -> list[Schedule]:
+    return list(Schedule.objects.filter(tenancy.visible(actor)))
 
 
 def preview(
@@ -93,7 +95,7 @@ def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -
 
 
 def create_schedule(params: dict[str, Any], *, actor: Actor, now: datetime | None = None) -> Schedule:
-    schedule = Schedule()
+    schedule = Schedule(**tenancy.creation(actor))
     _apply(schedule, params)
     workflow.check_author(schedule.template, actor)
     schedule.next_run_at = _next_run(schedule, now or timezone.now())
@@ -117,9 +119,10 @@ def delete_schedule(schedule_id: str, *, actor: Actor) -> None:
     """Delete the schedule; its runs stay as plain tasks."""
     schedule = get_schedule(schedule_id)
     with transaction.atomic():
-        schedule.delete()
+        # Before the row goes (its id with it): the event carries its owner (sent once it is gone).
         activity.record("schedule.deleted", {"name": schedule.name}, actor=actor)
-        publish_schedule_deleted(schedule_id)
+        publish_schedule_deleted(schedule)
+        schedule.delete()
 
 
 def _has_open_run(schedule: Schedule) -> bool:

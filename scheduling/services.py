@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents import services as agents
-from cocoon import activity, config
+from cocoon import activity, config, tenancy
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.errors import CocoonError, Conflict, NotFound
 from cocoon.lookup import get_or_not_found
@@ -30,14 +30,16 @@ from scheduling.reasons import closing_reason
 logger = logging.getLogger(__name__)
 
 
-def get_task(task_id: str) -> Task:
-    return get_or_not_found(Task, task_id, _("Task %(id)s does not exist."), id=task_id)
+def get_task(task_id: str, actor: Actor | None = None) -> Task:
+    """The task (one actor may see, if given: cocoon.tenancy)."""
+    tasks = Task.objects.all() if actor is None else Task.objects.filter(tenancy.visible(actor))
+    return get_or_not_found(tasks, task_id, _("Task %(id)s does not exist."), id=task_id)
 
 
 def list_tasks(
-    *, status: list[str] | None = None, schedule_id: str | None = None, limit: int = 100
+    actor: Actor, *, status: list[str] | None = None, schedule_id: str | None = None, limit: int = 100
 ) -> list[Task]:
-    tasks = Task.objects.all()
+    tasks = Task.objects.filter(tenancy.visible(actor))
     if status:
         tasks = tasks.filter(status__in=status)
     if schedule_id:
@@ -70,6 +72,8 @@ def create_task(
         scheduled_for=scheduled_for,
         created_by=actor.label,
         budget=checked.get("budget"),
+        # A schedule's run is the schedule's owner's, whoever (the server) starts it.
+        **(tenancy.same_owner(schedule) if schedule else tenancy.creation(actor)),
     )
     with transaction.atomic():
         task.save(force_insert=True)

@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.models import AgentProfile
 from agents.profiles import ensure_profiles
+from cocoon import tenancy
 from cocoon.actors import Actor
 from cocoon.errors import field, field_error, fields_error, interpolate_lazy
 from egress.credentials import check_profile_secrets
@@ -82,8 +83,12 @@ def check_template(params: dict[str, Any], path: str = "") -> dict[str, Any]:
 def check_author(template: dict[str, Any], actor: Actor) -> None:
     """A task's sandbox and agents are started by the runner as the server, but what they get is the
     template author's choice: agent tokens get only the allowed network modes and no raw secrets."""
-    if not template.get("sandboxId"):
+    if template.get("sandboxId"):  # (task.create's is checked before: registry.owned; a schedule's here)
+        sandboxes.get_sandbox(template["sandboxId"], actor)
+    else:
         sandboxes.check_network_mode(template.get("sandbox", {}).get("network"), actor)
+        if project := template.get("sandbox", {}).get("project"):
+            tenancy.project_named(project, actor)
     for step in template["workflow"]:
         check_profile_secrets(AgentProfile.objects.get(pk=step["profile"]).secrets, actor)
 

@@ -9,6 +9,7 @@ from channels.testing import WebsocketCommunicator
 from cocoon import events
 from cocoon.choices import TokenScope
 from cocoon.tokens import create_token
+from sandboxes.models import Sandbox
 from server.asgi import application
 
 
@@ -43,6 +44,8 @@ def test_subscription_filters(subscription, expected):
 @pytest.mark.django_db(transaction=True)
 def test_a_subscription_by_sandbox_receives_only_that_sandboxs_events():
     _token, plain = create_token("ws", TokenScope.AGENT)
+    for name in ("sb_a", "sb_b"):  # rows of the token's project: it hears only its own sandboxes' events
+        Sandbox.objects.create(id=name, name=name, image="i", network="none", cpus=1, memory_mb=64, pids=16)
 
     async def scenario():
         communicator = WebsocketCommunicator(application, f"/v1/ws?token={plain}")

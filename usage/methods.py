@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from cocoon import config
+from cocoon import config, tenancy
 from cocoon.registry import Call, registry
 from cocoon.schema import BUDGET, STRING, TIMESTAMP, array, enum, integer, nullable, obj, string
 from usage import budgets, services
@@ -35,7 +35,7 @@ FILTERS = {
     agent_side=True,
 )
 def usage_records(call: Call) -> dict[str, Any]:
-    records, cursor = services.page(call.params, call.params.get("limit", 100))
+    records, cursor = services.page(call.params, call.params.get("limit", 100), call.actor)
     return {"records": [serialize_record(record) for record in records], "next": cursor}
 
 
@@ -48,7 +48,7 @@ def usage_records(call: Call) -> dict[str, Any]:
     agent_side=True,
 )
 def usage_summary(call: Call) -> dict[str, Any]:
-    groups, total = services.summary(call.params, call.params["groupBy"])
+    groups, total = services.summary(call.params, call.params["groupBy"], call.actor)
     return {
         "currency": config.get_settings()["usage"]["currency"],
         "groups": [serialize_group(group) for group in groups],
@@ -91,7 +91,7 @@ def usage_set_budget(call: Call) -> dict[str, Any] | None:
     agent_side=True,
 )
 def usage_budgets(call: Call) -> list[dict[str, Any]]:
-    states = BudgetState.objects.order_by("scope", "subject")
+    states = BudgetState.objects.filter(tenancy.by_sandbox(call.actor)).order_by("scope", "subject")
     if state := call.params.get("state"):
         states = states.filter(state=state)
     return [budgets.serialize_state(state) for state in states]

@@ -10,6 +10,8 @@ from django.db.models import Count, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils.translation import gettext_lazy as _
 
+from cocoon import tenancy
+from cocoon.actors import Actor
 from cocoon.lookup import get_or_not_found
 from usage.models import UsageRecord
 
@@ -33,9 +35,10 @@ class Group:
     sums: dict[str, Any]  # SUMS -> total
 
 
-def matching(params: dict[str, Any]) -> QuerySet[UsageRecord]:
-    """Records of the call's filters: sandboxId, agentId, taskId, scheduleId, from, to."""
-    records = UsageRecord.objects.filter(
+def matching(params: dict[str, Any], actor: Actor) -> QuerySet[UsageRecord]:
+    """Records actor may see (of its sandboxes: cocoon.tenancy) of the call's filters: sandboxId, agentId,
+    taskId, scheduleId, from, to."""
+    records = UsageRecord.objects.filter(tenancy.by_sandbox(actor)).filter(
         **{field: params[wire] for wire, field in FILTERS.items() if params.get(wire)}
     )
     if start := params.get("from"):
@@ -45,9 +48,9 @@ def matching(params: dict[str, Any]) -> QuerySet[UsageRecord]:
     return records
 
 
-def page(params: dict[str, Any], limit: int) -> tuple[list[UsageRecord], str | None]:
+def page(params: dict[str, Any], limit: int, actor: Actor) -> tuple[list[UsageRecord], str | None]:
     """One page, newest first, and the cursor of the next (None after the last)."""
-    records = matching(params)
+    records = matching(params, actor)
     if cursor := params.get("cursor"):  # the last record of the page before
         last = get_or_not_found(
             UsageRecord.objects.all(),
@@ -62,9 +65,9 @@ def page(params: dict[str, Any], limit: int) -> tuple[list[UsageRecord], str | N
     return found, (found[-1].id if more else None)
 
 
-def summary(params: dict[str, Any], group_by: str) -> tuple[list[Group], Group]:
-    """Sums per group (most cost first, then most tokens) and over all."""
-    records = matching(params)
+def summary(params: dict[str, Any], group_by: str, actor: Actor) -> tuple[list[Group], Group]:
+    """Sums per group (most cost first, then most tokens) and over all, of what actor may see."""
+    records = matching(params, actor)
     totals = records.aggregate(requests=Count("id"), **{name: Sum(name) for name in SUMS})
     if group_by == "day":
         records = records.annotate(day=TruncDate("at"))

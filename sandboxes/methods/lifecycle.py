@@ -42,10 +42,13 @@ def sandbox_create(call: Call) -> dict[str, Any]:
 
 
 @registry.method(
-    "sandbox.list", description="All sandboxes, newest first.", result=array(SANDBOX), agent_side=True
+    "sandbox.list",
+    description="The sandboxes the caller may see (its project's), newest first.",
+    result=array(SANDBOX),
+    agent_side=True,
 )
 def sandbox_list(call: Call) -> list[dict[str, Any]]:
-    return [serialize_sandbox(sandbox) for sandbox in Sandbox.objects.claimed()]
+    return [serialize_sandbox(sandbox) for sandbox in Sandbox.objects.visible_to(call.actor)]
 
 
 @registry.method(

@@ -10,6 +10,7 @@ from channels.testing import WebsocketCommunicator
 from cocoon import activity, events
 from cocoon.choices import TokenScope
 from cocoon.tokens import create_token
+from sandboxes.models import Sandbox
 from server.asgi import application
 from tests.test_mcp import run as run_mcp
 
@@ -37,6 +38,8 @@ def seen(frame: dict) -> str:
 def test_an_agent_token_hears_none_of_the_admin_events_an_admin_token_hears():
     _token, agent_plain = create_token("sec-agent", TokenScope.AGENT)
     _token, admin_plain = create_token("sec-admin", TokenScope.ADMIN)
+    # A sandbox of the agent token's project: it hears only its own sandboxes' events (tenancy).
+    Sandbox.objects.create(id="sb_a", name="a", image="i", network="none", cpus=1, memory_mb=64, pids=16)
     publish = database_sync_to_async(events.publish)
     record = database_sync_to_async(activity.record)
 

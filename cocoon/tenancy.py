@@ -1,0 +1,136 @@
+"""Tenancy: the one rule that decides which objects an actor may see (SPEC: tenancy, #30).
+
+Every sandbox belongs to a project and remembers the token that created it; what hangs off a sandbox
+(its agents, files, terminals, events) belongs to the same owner. An actor bound to a project sees that
+project's objects only, and a token narrowed to its own sandboxes only those it created. Admins (and the
+server's own work) are bound to no project and see everything. Someone else's object answers not_found,
+exactly as a missing one does, so ids leak nothing.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.db import models
+from django.db.models import Q, QuerySet
+from django.utils.translation import gettext_lazy as _
+
+from cocoon.actors import Actor
+from cocoon.errors import Conflict
+from cocoon.lookup import get_or_not_found
+from cocoon.models import Project
+
+DEFAULT_PROJECT = "default"  # where a single user's objects live: nobody has to set a project up
+
+
+@dataclass(frozen=True)
+class Owner:
+    project: str
+    # The token id (or "user:<pk>") that created it, "" for the server's own work; None: the project's as a
+    # whole (an activity entry of no sandbox), seen by its narrowed tokens too.
+    creator: str | None
+
+
+def default_project() -> str:
+    """The default project's id; made when missing (the migration makes it, a flushed database has none)."""
+    Project.objects.get_or_create(id=DEFAULT_PROJECT, defaults={"name": "Default"})
+    return DEFAULT_PROJECT
+
+
+class Owned(models.Model):
+    """What every owned object carries: its project, and the token that created it."""
+
+    # A function: made when missing, so a row made without an owner (a test's, the server's) always has one.
+    project = models.ForeignKey(Project, default=default_project, on_delete=models.PROTECT, related_name="+")
+    creator = models.CharField(max_length=140, blank=True)  # a token id, "user:<pk>"; "" for the server's
+
+    class Meta:
+        abstract = True
+
+    @property
+    def owner(self) -> Owner:
+        return Owner(str(self.project_id), self.creator)  # (never null: the stubs cannot tell)
+
+
+def may_see(actor: Actor, owner: Owner) -> bool:
+    """The rule, for one object already loaded (an event's owner, a consumer's sandbox)."""
+    if actor.project is not None and owner.project != actor.project:
+        return False
+    return not actor.own_only or owner.creator is None or owner.creator == actor.token_id
+
+
+def visible(actor: Actor, via: str = "") -> Q:
+    """The rule as a queryset filter on an Owned model, or through a relation to one (via="sandbox__")."""
+    where = Q()
+    if actor.project is not None:
+        where &= Q(**{f"{via}project_id": actor.project})
+    if actor.own_only:
+        where &= Q(**{f"{via}creator": actor.token_id})
+    return where
+
+
+def creation(actor: Actor | None, project: str | None = None) -> dict[str, str]:
+    """The owner fields of an object actor creates now: in its own project, or if it is bound to none
+    (an admin, the server) in the project it names, else the default one."""
+    chosen = (actor.project if actor is not None else None) or project or default_project()
+    return {"project_id": chosen, "creator": actor.token_id if actor is not None else ""}
+
+
+def project_named(project: str, actor: Actor | None = None) -> str:
+    """A project's id, if it exists and actor (if given) may see it; else not_found."""
+    projects = Project.objects.all()
+    if actor is not None and actor.project is not None:
+        projects = projects.filter(pk=actor.project)
+    return get_or_not_found(projects, project, _("Project %(id)s does not exist."), id=project).pk
+
+
+def same_owner(owned: Owned) -> dict[str, str]:
+    """The owner fields of an object made for owned (a schedule's run): owned's owner's."""
+    return {"project_id": str(owned.project_id), "creator": owned.creator}
+
+
+def acting_for(actor: Actor, owned: Owned) -> Actor:
+    """The server (actor) doing work owned asked for (a task's runner): what it makes is owned's owner's."""
+    return replace(actor, token_id=owned.creator or actor.token_id, project=str(owned.project_id))
+
+
+def projects_of(actor: Actor) -> list[Project]:
+    """The projects actor may see: every one for an actor bound to none, else its own."""
+    projects = Project.objects.all()
+    return list(projects if actor.project is None else projects.filter(pk=actor.project))
+
+
+def create_project(project: str, name: str) -> Project:
+    """A new project; conflict when the id is taken."""
+    made, created = Project.objects.get_or_create(id=project, defaults={"name": name})
+    if not created:
+        raise Conflict(_("A project %(id)s exists already."), id=project)
+    return made
+
+
+@dataclass(frozen=True)
+class Sandboxes:
+    """What the sandboxes app (a layer above) tells this one: rows of other apps name a sandbox by id."""
+
+    owner: Callable[[str], Owner | None]  # None once it is gone
+    visible_ids: Callable[[Actor], QuerySet[Any]]  # the ids of the sandboxes actor may see (a subquery)
+
+
+_sandboxes: list[Sandboxes] = []
+
+
+def set_sandboxes(sandboxes: Sandboxes) -> None:
+    _sandboxes[:] = [sandboxes]
+
+
+def sandbox_owner(sandbox_id: str) -> Owner | None:
+    """The owner of a sandbox (None once it is gone, or before the sandboxes app is ready)."""
+    return _sandboxes[0].owner(sandbox_id) if _sandboxes else None
+
+
+def by_sandbox(actor: Actor, field: str = "sandbox_id") -> Q:
+    """The rule for rows that name a sandbox by id (activity entries): those of sandboxes actor may see,
+    and those of no sandbox (server-wide). A gone sandbox's rows are seen by actors bound to none only."""
+    if actor.sees_everything or not _sandboxes:
+        return Q()
+    return Q(**{field: ""}) | Q(**{f"{field}__in": _sandboxes[0].visible_ids(actor)})

@@ -10,6 +10,6 @@ class AgentsConfig(AppConfig):
         from cocoon.registry import registry
         from sandboxes import signals
 
-        registry.owned("agentId", lambda actor, agent_id: services.get_agent(agent_id, actor))
+        registry.owned("agentId", services.check_visible)
         signals.stopping.connect(poller.take_last_screens, dispatch_uid="agents.last_screens")
         signals.stopped.connect(poller.end_with_sandbox, dispatch_uid="agents.end_with_sandbox")

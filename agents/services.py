@@ -28,7 +28,7 @@ from cocoon import activity, config, events, tenancy
 from cocoon.actors import Actor
 from cocoon.choices import TokenScope, Visibility
 from cocoon.errors import Conflict, InvalidParams, interpolate_lazy
-from cocoon.lookup import get_or_not_found
+from cocoon.lookup import get_or_not_found, must_exist
 from egress import credentials as egress_credentials
 from egress import services as egress
 from sandboxes.choices import SandboxState
@@ -90,12 +90,20 @@ def _visible(actor: Actor) -> Q:
     return tenancy.visible(actor, via="sandbox__")
 
 
+AGENT_NOT_FOUND = _("Agent %(id)s does not exist.")
+
+
 def get_agent(agent_id: str, actor: Actor | None = None) -> Agent:
     """The agent (one actor may see, if given)."""
     agents = Agent.objects.select_related("sandbox")
     if actor is not None:
         agents = agents.filter(_visible(actor))
-    return get_or_not_found(agents, agent_id, _("Agent %(id)s does not exist."), id=agent_id)
+    return get_or_not_found(agents, agent_id, AGENT_NOT_FOUND, id=agent_id)
+
+
+def check_visible(actor: Actor, agent_id: str) -> None:
+    """registry.owned's check of agentId."""
+    must_exist(Agent.objects.filter(_visible(actor)), agent_id, AGENT_NOT_FOUND, id=agent_id)
 
 
 def spawn_agent(
@@ -114,39 +122,46 @@ def spawn_agent(
 ) -> Agent:
     sandbox = get_sandbox(sandbox_id).ensure_running()
     profile = get_profile(profile_name)
-    # The row is written once the session exists: the poller must never see an agent whose tmux
-    # session is not there yet (it would take it for exited).
-    # A first prompt is the agent's first input: it has a task from the start.
-    agent = Agent(
-        id=new_agent_id(),
-        sandbox=sandbox,
-        profile=profile.name,
-        status=AgentStatus.WORKING if prompt else AgentStatus.UNKNOWN,
-        last_input_at=timezone.now() if prompt else None,
-        task_id=task_id,
-        budget=budget,
-    )
-    command = list(profile.command)
-    if prompt and profile.prompt_mode == PromptMode.ARGUMENT:
-        command.append(prompt)
-    agent.providers, agent.model = providers, model or ""
-    extra = {"COCOON_PROMPT_STDIN": prompt} if prompt and profile.prompt_mode == PromptMode.STDIN else {}
-    _start(agent, profile, command, {**(env or {}), **extra}, actor, cols, rows)
-    with transaction.atomic():
-        agent.save(force_insert=True)
-        activity.record(
-            "agent.spawned",
-            {"agent": agent.id, "profile": profile.name, "name": sandbox.name},
-            actor=actor,
-            sandbox_id=sandbox.id,
-            agent_id=agent.id,
+    project = str(sandbox.project_id)
+    # A spawn counts against its project's agents quota (its lock held until the row is written).
+    with tenancy.within_quota(project, {"agents": 1}, lambda: {"agents": _running_in(project)}):
+        # The row is written once the session exists: the poller must never see an agent whose tmux
+        # session is not there yet (it would take it for exited).
+        # A first prompt is the agent's first input: it has a task from the start.
+        agent = Agent(
+            id=new_agent_id(),
+            sandbox=sandbox,
+            profile=profile.name,
+            status=AgentStatus.WORKING if prompt else AgentStatus.UNKNOWN,
+            last_input_at=timezone.now() if prompt else None,
+            task_id=task_id,
+            budget=budget,
         )
-        publish(agent)
-        if settings.COCOON_WATCH_AGENTS:  # its sandbox's watcher stream, now rather than at the next tick
-            transaction.on_commit(lambda: current_app.send_task("agents.tasks.watch", args=(sandbox.id,)))
+        command = list(profile.command)
+        if prompt and profile.prompt_mode == PromptMode.ARGUMENT:
+            command.append(prompt)
+        agent.providers, agent.model = providers, model or ""
+        extra = {"COCOON_PROMPT_STDIN": prompt} if prompt and profile.prompt_mode == PromptMode.STDIN else {}
+        _start(agent, profile, command, {**(env or {}), **extra}, actor, cols, rows)
+        with transaction.atomic():
+            agent.save(force_insert=True)
+            activity.record(
+                "agent.spawned",
+                {"agent": agent.id, "profile": profile.name, "name": sandbox.name},
+                actor=actor,
+                sandbox_id=sandbox.id,
+                agent_id=agent.id,
+            )
+            publish(agent)
+            if settings.COCOON_WATCH_AGENTS:  # its sandbox's watcher stream, now rather than at the next tick
+                transaction.on_commit(lambda: current_app.send_task("agents.tasks.watch", args=(sandbox.id,)))
     if prompt and profile.prompt_mode == PromptMode.TYPED:
         send_input(agent.id, prompt, actor=actor)
     return agent
+
+
+def _running_in(project: str) -> int:
+    return Agent.objects.filter(sandbox__project_id=project).exclude(status=AgentStatus.EXITED).count()
 
 
 def _start(

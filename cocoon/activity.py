@@ -38,6 +38,7 @@ register_messages(
         "token.created": _("Token %(name)s (%(scope)s) was created."),
         "token.revoked": _("Token %(name)s was revoked."),
         "project.created": _("Project %(name)s (%(id)s) was created."),
+        "project.updated": _("Project %(name)s (%(id)s) was changed."),
         "activity.pruned": _("%(count)s old activity entries were removed."),
         "system.first_run": _("cocoon was set up for the first time."),
     }

@@ -364,13 +364,17 @@ class Methods:
             ),
         )
 
-    def projects_create(self, *, id: str, name: str) -> Any:
+    def projects_create(self, *, id: str, name: str, quotas: dict | None = None) -> Any:
         """Create a project: it owns the sandboxes (and their agents) made by its agent tokens."""
-        return self.call("projects.create", _params({"id": id, "name": name}))
+        return self.call("projects.create", _params({"id": id, "name": name, "quotas": quotas}))
 
     def projects_list(self) -> Any:
         """The projects the caller may see: all for an admin, else its own."""
         return self.call("projects.list", _params({}))
+
+    def projects_update(self, *, id: str, name: str | None = None, quotas: dict | None = None) -> Any:
+        """Rename a project or set its quotas (the whole set: a quota left out has no limit). Past a quota a create, start or spawn answers quota_exceeded; what runs already is left running."""
+        return self.call("projects.update", _params({"id": id, "name": name, "quotas": quotas}))
 
     def providers_list(self) -> Any:
         """Model providers: the built-in anthropic and openai plus settings.providers, and whether each one's secret is set (never the value)."""
@@ -1189,13 +1193,17 @@ class AsyncMethods:
             ),
         )
 
-    async def projects_create(self, *, id: str, name: str) -> Any:
+    async def projects_create(self, *, id: str, name: str, quotas: dict | None = None) -> Any:
         """Create a project: it owns the sandboxes (and their agents) made by its agent tokens."""
-        return await self.call("projects.create", _params({"id": id, "name": name}))
+        return await self.call("projects.create", _params({"id": id, "name": name, "quotas": quotas}))
 
     async def projects_list(self) -> Any:
         """The projects the caller may see: all for an admin, else its own."""
         return await self.call("projects.list", _params({}))
+
+    async def projects_update(self, *, id: str, name: str | None = None, quotas: dict | None = None) -> Any:
+        """Rename a project or set its quotas (the whole set: a quota left out has no limit). Past a quota a create, start or spawn answers quota_exceeded; what runs already is left running."""
+        return await self.call("projects.update", _params({"id": id, "name": name, "quotas": quotas}))
 
     async def providers_list(self) -> Any:
         """Model providers: the built-in anthropic and openai plus settings.providers, and whether each one's secret is set (never the value)."""

@@ -20,6 +20,7 @@ class ErrorCode(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     CONFLICT = "conflict"
     RATE_LIMITED = "rate_limited"
+    QUOTA_EXCEEDED = "quota_exceeded"
     TIMEOUT = "timeout"
     DRIVER_ERROR = "driver_error"
     UNAVAILABLE = "unavailable"
@@ -38,6 +39,7 @@ HTTP_STATUS = {
     ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.CONFLICT: 409,
     ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.QUOTA_EXCEEDED: 403,
     ErrorCode.TIMEOUT: 504,
     ErrorCode.DRIVER_ERROR: 502,
     ErrorCode.UNAVAILABLE: 503,
@@ -56,6 +58,7 @@ DEFAULT_MESSAGES = {
     ErrorCode.METHOD_NOT_ALLOWED: _("This HTTP method is not allowed here."),
     ErrorCode.CONFLICT: _("The request conflicts with the current state."),
     ErrorCode.RATE_LIMITED: _("Too many failed attempts from your address; try again later."),
+    ErrorCode.QUOTA_EXCEEDED: _("A quota of the project would be exceeded."),
     ErrorCode.TIMEOUT: _("The operation timed out."),
     ErrorCode.DRIVER_ERROR: _("The sandbox driver reported an error."),
     ErrorCode.UNAVAILABLE: _("The service is not available right now."),
@@ -147,6 +150,10 @@ class NotFound(CocoonError):
 
 class Conflict(CocoonError):
     code = ErrorCode.CONFLICT
+
+
+class QuotaExceeded(CocoonError):
+    code = ErrorCode.QUOTA_EXCEEDED
 
 
 class RateLimited(CocoonError):

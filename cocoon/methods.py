@@ -26,6 +26,7 @@ from cocoon.schemas import (
     CREATED_TOKEN,
     PROJECT,
     PROJECT_ID,
+    QUOTAS,
     SECRET,
     SETUP_STATUS,
     TOKEN,
@@ -242,14 +243,31 @@ def projects_list(call: Call) -> list[dict[str, Any]]:
 @registry.method(
     "projects.create",
     description="Create a project: it owns the sandboxes (and their agents) made by its agent tokens.",
-    params=obj({"id": PROJECT_ID, "name": NAME}, required=("id", "name")),
+    params=obj({"id": PROJECT_ID, "name": NAME, "quotas": QUOTAS}, required=("id", "name")),
     result=PROJECT,
     admin=True,
 )
 def projects_create(call: Call) -> dict[str, Any]:
+    params = call.params
     with transaction.atomic():
-        project = tenancy.create_project(call.params["id"], call.params["name"])
+        project = tenancy.create_project(params["id"], params["name"], params.get("quotas"))
         activity.record("project.created", {"id": project.id, "name": project.name}, actor=call.actor)
+    return serialize_project(project)
+
+
+@registry.method(
+    "projects.update",
+    description="Rename a project or set its quotas (the whole set: a quota left out has no limit). Past a "
+    "quota a create, start or spawn answers quota_exceeded; what runs already is left running.",
+    params=obj({"id": PROJECT_ID, "name": NAME, "quotas": QUOTAS}, required=("id",)),
+    result=PROJECT,
+    admin=True,
+)
+def projects_update(call: Call) -> dict[str, Any]:
+    params = call.params
+    with transaction.atomic():
+        project = tenancy.update_project(params["id"], name=params.get("name"), quotas=params.get("quotas"))
+        activity.record("project.updated", {"id": project.id, "name": project.name}, actor=call.actor)
     return serialize_project(project)
 
 

@@ -14,6 +14,8 @@ class Project(models.Model):
 
     id = models.SlugField(primary_key=True, max_length=63)
     name = models.CharField(max_length=100)
+    # What its sandboxes and agents may take at once (cocoon.schemas.QUOTAS); a quota not set: no limit.
+    quotas = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -16,6 +16,7 @@ from cocoon.schema import (
     TIMESTAMP,
     array,
     enum,
+    integer,
     nullable,
     obj,
     string,
@@ -24,7 +25,17 @@ from cocoon.schema import (
 from cocoon.types import CheckResult
 
 PROJECT_ID = string(pattern="^[a-z0-9][a-z0-9-]{0,62}$")
-PROJECT = obj({"id": STRING, "name": STRING, "createdAt": TIMESTAMP})
+# What a project's sandboxes that are not stopped (and its agents that have not exited) may take at once;
+# a quota left out: no limit.
+QUOTAS = obj(
+    {
+        "sandboxes": integer(minimum=0),
+        "cpus": {"type": "number", "minimum": 0},
+        "memoryMb": integer(minimum=0),
+        "agents": integer(minimum=0),
+    }
+)
+PROJECT = obj({"id": STRING, "name": STRING, "quotas": QUOTAS, "createdAt": TIMESTAMP})
 # "own": the token sees only the sandboxes it created itself; "project": all of its project's.
 TOKEN_SANDBOXES = enum("project", "own")
 
@@ -90,7 +101,12 @@ def _token_reach(token: ApiToken) -> dict[str, Any]:
 
 
 def serialize_project(project: Project) -> dict[str, Any]:
-    return {"id": project.id, "name": project.name, "createdAt": project.created_at.isoformat()}
+    return {
+        "id": project.id,
+        "name": project.name,
+        "quotas": project.quotas,
+        "createdAt": project.created_at.isoformat(),
+    }
 
 
 def serialize_token(token: ApiToken) -> dict[str, Any]:

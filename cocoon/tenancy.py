@@ -7,7 +7,8 @@ server's own work) are bound to no project and see everything. Someone else's ob
 exactly as a missing one does, so ids leak nothing.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -15,12 +16,14 @@ from django.db import models
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
+from cocoon import locks
 from cocoon.actors import Actor
-from cocoon.errors import Conflict
+from cocoon.errors import Conflict, QuotaExceeded
 from cocoon.lookup import get_or_not_found
 from cocoon.models import Project
 
 DEFAULT_PROJECT = "default"  # where a single user's objects live: nobody has to set a project up
+PROJECT_NOT_FOUND = _("Project %(id)s does not exist.")
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def project_named(project: str, actor: Actor | None = None) -> str:
     projects = Project.objects.all()
     if actor is not None and actor.project is not None:
         projects = projects.filter(pk=actor.project)
-    return get_or_not_found(projects, project, _("Project %(id)s does not exist."), id=project).pk
+    return get_or_not_found(projects, project, PROJECT_NOT_FOUND, id=project).pk
 
 
 def same_owner(owned: Owned) -> dict[str, str]:
@@ -94,15 +97,52 @@ def acting_for(actor: Actor, owned: Owned) -> Actor:
     return replace(actor, token_id=owned.creator or actor.token_id, project=str(owned.project_id))
 
 
+# A project's quotas (cocoon.schemas.QUOTAS) count its sandboxes that are not stopped, agents not exited.
+QUOTA_EXCEEDED = _("Project %(project)s may use %(limit)s of %(quota)s, and %(used)s of it is in use.")
+
+
+@contextmanager
+def within_quota(
+    project: str, need: dict[str, float], in_use: Callable[[], dict[str, float]]
+) -> Iterator[None]:
+    """Run the block that makes what need counts (a sandbox: 1 of sandboxes, its CPUs and memory) if it
+    fits the project's quotas beside what is in use, else quota_exceeded naming the quota, its limit and
+    its use, before anything is made. With a quota that counts it, the block holds the project's lock, so
+    two makes at once cannot both take the last of it; without one it costs nothing."""
+    quotas = Project.objects.filter(pk=project).values_list("quotas", flat=True).first() or {}
+    limits = {name: limit for name, limit in quotas.items() if name in need}
+    if not limits:
+        yield
+        return
+    with locks.exclusive(f"quota-{project}"):
+        used = in_use()
+        for name, limit in limits.items():
+            if used.get(name, 0) + need[name] > limit:
+                details = {"project": project, "quota": name, "limit": limit, "used": used.get(name, 0)}
+                raise QuotaExceeded(QUOTA_EXCEEDED, details=details, **details)
+        yield
+
+
+def update_project(
+    project: str, *, name: str | None = None, quotas: dict[str, float] | None = None
+) -> Project:
+    """Rename a project or set its quotas (None: as they were); not_found for a missing one."""
+    row = get_or_not_found(Project.objects.select_for_update(), project, PROJECT_NOT_FOUND, id=project)
+    row.name = name if name is not None else row.name
+    row.quotas = quotas if quotas is not None else row.quotas
+    row.save(update_fields=["name", "quotas"])
+    return row
+
+
 def projects_of(actor: Actor) -> list[Project]:
     """The projects actor may see: every one for an actor bound to none, else its own."""
     projects = Project.objects.all()
     return list(projects if actor.project is None else projects.filter(pk=actor.project))
 
 
-def create_project(project: str, name: str) -> Project:
+def create_project(project: str, name: str, quotas: dict[str, float] | None = None) -> Project:
     """A new project; conflict when the id is taken."""
-    made, created = Project.objects.get_or_create(id=project, defaults={"name": name})
+    made, created = Project.objects.get_or_create(id=project, defaults={"name": name, "quotas": quotas or {}})
     if not created:
         raise Conflict(_("A project %(id)s exists already."), id=project)
     return made

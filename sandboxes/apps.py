@@ -20,7 +20,7 @@ class SandboxesConfig(AppConfig):
         from sandboxes.models import Sandbox
 
         registry.translate(*engine_errors(), into=as_driver_error)
-        registry.owned("sandboxId", lambda actor, sandbox_id: services.get_sandbox(sandbox_id, actor))
+        registry.owned("sandboxId", services.check_visible)
         tenancy.set_sandboxes(
             tenancy.Sandboxes(
                 owner=services.sandbox_owner,

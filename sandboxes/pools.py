@@ -110,33 +110,35 @@ def create_sandbox(
     project: str | None = None,
     **options: Any,
 ) -> Created:
-    """sandbox.create: a warm sandbox claimed from the pool of these options, else a cold one. pool False
-    skips the pools."""
+    """sandbox.create: a warm sandbox claimed from the pool of these options, else a cold one, within its
+    project's quotas. pool False skips the pools."""
     node, labels = options.pop("node", ""), options.pop("nodeLabels", None)
     if project is not None:
         tenancy.project_named(project, actor)
     limits = (resolved := services.resolve_options(actor=actor, **options)).limits
     demand = placement.Demand(limits.cpus, limits.memory_mb, resolved.network, resolved.runtime, labels or {})
-    # A node with a warm pool of these options comes first, if one can take the sandbox (as placement
-    # would, among those nodes only): a claim saves a create.
-    keys = match(resolved, config.get_settings()) if pool else {}
-    warm = node_choice.choose_among(set(keys), demand, node) if keys else None
-    if warm is not None:
-        node_id, node_name = warm
-        sandbox = claim(
-            keys[node_name], resolved.image, node_id, name=name, actor=actor, budget=budget, project=project
+    owner = tenancy.creation(actor, project)["project_id"]
+    with services.within_quota(owner, limits):
+        # A node with a warm pool of these options comes first, if one can take the sandbox (as placement
+        # would, among those nodes only): a claim saves a create.
+        keys = match(resolved, config.get_settings()) if pool else {}
+        warm = node_choice.choose_among(set(keys), demand, node) if keys else None
+        if warm is not None:
+            node_id, node_name = warm
+            sandbox = claim(
+                keys[node_name], resolved.image, node_id, name=name, actor=actor, budget=budget, project=owner
+            )
+            _kick_refill()  # claimed or found empty: either way it is short of members now
+            if sandbox is not None:
+                return Created(sandbox, from_pool=True)
+        made = services.make_sandbox(
+            resolved,
+            name=name,
+            actor=actor,
+            budget=budget,
+            node=node_choice.choose_node(demand, node),
+            project=owner,
         )
-        _kick_refill()  # claimed or found empty: either way it is short of members now
-        if sandbox is not None:
-            return Created(sandbox, from_pool=True)
-    made = services.make_sandbox(
-        resolved,
-        name=name,
-        actor=actor,
-        budget=budget,
-        node=node_choice.choose_node(demand, node),
-        project=project,
-    )
     return Created(made, from_pool=False)
 
 

@@ -3,17 +3,19 @@ Reconcile is sandboxes.reconcile's, what a new workspace starts as sandboxes.bas
 
 import logging
 import re
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Sum
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, events, settings_checks, tenancy
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import Conflict, Forbidden, Timeout, field_error, interpolate_lazy
-from cocoon.lookup import get_or_not_found
+from cocoon.lookup import get_or_not_found, must_exist
 from sandboxes import networking, signals
 from sandboxes.baseline import baseline, clone_repository
 from sandboxes.choices import NetworkMode, SandboxState
@@ -58,11 +60,20 @@ def _publish(sandbox: Sandbox) -> None:
     events.publish("sandbox.updated", serialize_sandbox(sandbox), sandbox_id=sandbox.id)
 
 
+SANDBOX_NOT_FOUND = _("Sandbox %(id)s does not exist.")
+
+
 def get_sandbox(sandbox_id: str, actor: Actor | None = None) -> Sandbox:
     """The sandbox (one actor may see, if given), never a warm pool's member: nothing may run in one
     before a create claims it. Someone else's answers as a missing one does."""
     sandboxes = Sandbox.objects.claimed() if actor is None else Sandbox.objects.visible_to(actor)
-    return get_or_not_found(sandboxes, sandbox_id, _("Sandbox %(id)s does not exist."), id=sandbox_id)
+    return get_or_not_found(sandboxes, sandbox_id, SANDBOX_NOT_FOUND, id=sandbox_id)
+
+
+def check_visible(actor: Actor, sandbox_id: str) -> None:
+    """registry.owned's check of sandboxId: not_found, word for word as for a missing one, unless actor
+    may see it."""
+    must_exist(Sandbox.objects.visible_to(actor), sandbox_id, SANDBOX_NOT_FOUND, id=sandbox_id)
 
 
 def sandbox_owner(sandbox_id: str) -> tenancy.Owner | None:
@@ -309,11 +320,34 @@ def _engine_call(sandbox: Sandbox, operation: Any) -> Any:
         raise Conflict(_("The container of sandbox %(name)s is gone."), name=sandbox.name) from None
 
 
+def in_use(project: str) -> dict[str, float]:
+    """What a project's sandboxes that are not stopped take, as its quotas count it."""
+    taken = (
+        Sandbox.objects.claimed()
+        .filter(project_id=project)
+        .exclude(state=SandboxState.STOPPED)
+        .aggregate(sandboxes=Count("id"), cpus=Sum("cpus"), memoryMb=Sum("memory_mb"))
+    )
+    return {name: value or 0 for name, value in taken.items()}
+
+
+def within_quota(project: str, limits: Limits) -> AbstractContextManager[None]:
+    """The block makes (or starts) a sandbox of these limits in project, if its quotas hold it."""
+    need = {"sandboxes": 1, "cpus": limits.cpus, "memoryMb": limits.memory_mb}
+    return tenancy.within_quota(project, need, lambda: in_use(project))
+
+
 def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
     sandbox = get_sandbox(sandbox_id)
-    observed = _engine_call(sandbox, node_driver(sandbox.node).start)
-    # Its address may have changed: in force before anything in it goes out again.
-    return apply_state(sandbox, observed.state, observed.ips, "sandbox.started", actor, wait_for_network=True)
+    limits = Limits(cpus=sandbox.cpus, memory_mb=sandbox.memory_mb, pids=sandbox.pids)
+    # A stopped one counts against its project's quotas again once started.
+    stopped = sandbox.state == SandboxState.STOPPED
+    with within_quota(str(sandbox.project_id), limits) if stopped else nullcontext():
+        observed = _engine_call(sandbox, node_driver(sandbox.node).start)
+        # Its address may have changed: in force before anything in it goes out again.
+        return apply_state(
+            sandbox, observed.state, observed.ips, "sandbox.started", actor, wait_for_network=True
+        )
 
 
 def stop_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:

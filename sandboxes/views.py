@@ -46,7 +46,7 @@ class ArchiveView(APIView):
     def get(self, request: Request, sandbox_id: str) -> StreamingHttpResponse:
         path = request.query_params.get("path", "/workspace")
         # not_found for someone else's (cocoon.tenancy); DRF's user is the token's Actor (cocoon.auth)
-        services.get_sandbox(sandbox_id, cast(Actor, request.user))
+        services.check_visible(cast(Actor, request.user), sandbox_id)
         chunks = files.archive(sandbox_id, path)
         name = path.rstrip("/").rsplit("/", 1)[-1] or "workspace"
         response = StreamingHttpResponse(_stream(iter(chunks)), content_type="application/x-tar")

@@ -9,5 +9,5 @@ class SchedulingConfig(AppConfig):
         from cocoon.registry import registry
         from scheduling import schedules, services
 
-        registry.owned("taskId", lambda actor, task_id: services.get_task(task_id, actor))
-        registry.owned("scheduleId", lambda actor, schedule_id: schedules.get_schedule(schedule_id, actor))
+        registry.owned("taskId", services.check_visible)
+        registry.owned("scheduleId", schedules.check_visible)

@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import activity, tenancy
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.errors import CocoonError, Conflict, field_error
-from cocoon.lookup import get_or_not_found
+from cocoon.lookup import get_or_not_found, must_exist
 from scheduling import cron, services, workflow
 from scheduling.choices import OPEN_STATUSES, Overlap
 from scheduling.dispatch import STALE_AFTER_S, recover_runs
@@ -29,10 +29,18 @@ logger = logging.getLogger(__name__)
 MAX_MISSED_COUNTED = 10_000  # an outage of years is not walked minute by minute
 
 
-def get_schedule(schedule_id: str, actor: Actor | None = None) -> Schedule:
-    """The schedule (one actor may see, if given: cocoon.tenancy)."""
-    schedules = Schedule.objects.all() if actor is None else Schedule.objects.filter(tenancy.visible(actor))
-    return get_or_not_found(schedules, schedule_id, _("Schedule %(id)s does not exist."), id=schedule_id)
+SCHEDULE_NOT_FOUND = _("Schedule %(id)s does not exist.")
+
+
+def get_schedule(schedule_id: str) -> Schedule:
+    return get_or_not_found(Schedule, schedule_id, SCHEDULE_NOT_FOUND, id=schedule_id)
+
+
+def check_visible(actor: Actor, schedule_id: str) -> None:
+    """registry.owned's check of scheduleId (cocoon.tenancy)."""
+    must_exist(
+        Schedule.objects.filter(tenancy.visible(actor)), schedule_id, SCHEDULE_NOT_FOUND, id=schedule_id
+    )
 
 
 def list_schedules(actor: Actor) -> list[Schedule]:

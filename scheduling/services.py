@@ -16,7 +16,7 @@ from agents import services as agents
 from cocoon import activity, config, tenancy
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.errors import CocoonError, Conflict, NotFound
-from cocoon.lookup import get_or_not_found
+from cocoon.lookup import get_or_not_found, must_exist
 from sandboxes import files
 from sandboxes import services as sandboxes
 from sandboxes.models import Sandbox
@@ -30,10 +30,16 @@ from scheduling.reasons import closing_reason
 logger = logging.getLogger(__name__)
 
 
-def get_task(task_id: str, actor: Actor | None = None) -> Task:
-    """The task (one actor may see, if given: cocoon.tenancy)."""
-    tasks = Task.objects.all() if actor is None else Task.objects.filter(tenancy.visible(actor))
-    return get_or_not_found(tasks, task_id, _("Task %(id)s does not exist."), id=task_id)
+TASK_NOT_FOUND = _("Task %(id)s does not exist.")
+
+
+def get_task(task_id: str) -> Task:
+    return get_or_not_found(Task, task_id, TASK_NOT_FOUND, id=task_id)
+
+
+def check_visible(actor: Actor, task_id: str) -> None:
+    """registry.owned's check of taskId (cocoon.tenancy)."""
+    must_exist(Task.objects.filter(tenancy.visible(actor)), task_id, TASK_NOT_FOUND, id=task_id)
 
 
 def list_tasks(

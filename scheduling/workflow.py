@@ -84,7 +84,7 @@ def check_author(template: dict[str, Any], actor: Actor) -> None:
     """A task's sandbox and agents are started by the runner as the server, but what they get is the
     template author's choice: agent tokens get only the allowed network modes and no raw secrets."""
     if template.get("sandboxId"):  # (task.create's is checked before: registry.owned; a schedule's here)
-        sandboxes.get_sandbox(template["sandboxId"], actor)
+        sandboxes.check_visible(actor, template["sandboxId"])
     else:
         sandboxes.check_network_mode(template.get("sandbox", {}).get("network"), actor)
         if project := template.get("sandbox", {}).get("project"):

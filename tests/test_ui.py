@@ -11,7 +11,7 @@ from django.test import Client
 
 from cocoon import tokens
 from cocoon.choices import TokenScope
-from cocoon.models import Secret
+from cocoon.models import Project, Secret
 from server.asgi import application
 from ui.diff import parse_patch
 
@@ -23,6 +23,7 @@ ADMIN_PAGES = [
     "/settings/",
     "/settings/secrets",
     "/settings/tokens",
+    "/settings/projects",
     "/settings/providers",
     "/settings/egress",
     "/settings/usage",
@@ -147,6 +148,27 @@ def test_a_created_token_is_shown_once_and_secrets_never():
     assert plain not in client.get("/settings/tokens").content.decode()
     client.post("/settings/secrets", {"name": "API_KEY", "value": "s3cret-value"})
     assert "s3cret-value" not in client.get("/settings/secrets").content.decode()
+
+
+def test_projects_are_made_with_quotas_and_their_agent_tokens_from_the_settings_pages():
+    client, _plain = logged_in()
+    form = {"id": "team-a", "name": "Team A", "sandboxes": "3", "cpus": "2.5", "memoryMb": "", "agents": ""}
+    response = client.post("/settings/projects", form, follow=True)
+    assert "Project team-a created." in response.content.decode()
+    assert Project.objects.get(pk="team-a").quotas == {"sandboxes": 3, "cpus": 2.5}
+    # A quota that is no number is refused at its field, and nothing changes.
+    response = client.post("/settings/projects", {"update": "team-a", "team-a-agents": "many"}, follow=True)
+    assert "agents" in response.content.decode()
+    assert Project.objects.get(pk="team-a").quotas == {"sandboxes": 3, "cpus": 2.5}
+    client.post("/settings/projects", {"update": "team-a", "team-a-agents": "4"})
+    assert Project.objects.get(pk="team-a").quotas == {"agents": 4}  # the whole set: blank is no limit
+    page = client.post(
+        "/settings/tokens", {"name": "team-a-ci", "scope": "agent", "project": "team-a", "sandboxes": "own"}
+    ).content.decode()
+    plain = page.split('id="created-token">')[1].split("<")[0]
+    actor = tokens.authenticate(plain)
+    assert (actor.project, actor.own_only) == ("team-a", True)
+    assert "its own sandboxes only" in client.get("/settings/tokens").content.decode()
 
 
 def test_settings_form_saves_and_shows_field_errors_in_place():

@@ -14,7 +14,7 @@ from ui import (
     usage_views,
     workspace_views,
 )
-from ui.settings import egress, general, notifications, prices, profiles, providers, secrets, tokens
+from ui.settings import egress, general, notifications, prices, profiles, projects, providers, secrets, tokens
 
 app_name = "ui"
 
@@ -74,6 +74,7 @@ urlpatterns = [
     path("settings/usage/reset-prices", prices.prices_reset, name="prices_reset"),
     path("settings/secrets", secrets.secrets, name="secrets"),
     path("settings/tokens", tokens.tokens, name="tokens"),
+    path("settings/projects", projects.projects, name="projects"),
     path("settings/profiles", profiles.profiles, name="profiles"),
     path("settings/nodes", node_views.nodes, name="nodes"),
     path("settings/nodes/<str:node_id>/do/<str:action>", node_views.node_action, name="node_action"),

@@ -14,11 +14,20 @@ def tokens(request: HttpRequest) -> HttpResponse:
             call(request, "tokens.revoke", tokenId=token_id)
             return done(request, request.path, _("Token revoked."))
         # Shown in this answer only: the plain token is never stored, so it cannot be shown again.
+        scope = request.POST.get("scope", "")
+        # An agent token's project and reach; an admin token has neither.
+        reach = {name: request.POST[name] for name in ("project", "sandboxes") if request.POST.get(name)}
         created = call(
             request,
             "tokens.create",
             name=request.POST.get("name", "").strip(),
-            scope=request.POST.get("scope", ""),
+            scope=scope,
+            **(reach if scope == "agent" else {}),
         )
-    context = {"section": "tokens", "tokens": call(request, "tokens.list"), "created": created}
+    context = {
+        "section": "tokens",
+        "tokens": call(request, "tokens.list"),
+        "created": created,
+        "projects": call(request, "projects.list"),
+    }
     return show(request, "ui/settings/tokens.html", context)

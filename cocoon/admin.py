@@ -16,6 +16,15 @@ from cocoon.errors import CocoonError
 from cocoon.models import ActivityEntry, ApiToken, Secret, SettingsDocument
 
 
+def server_admins_only(request: HttpRequest) -> bool:
+    """The Django admin shows every project's rows (cocoon.tenancy): only server admins (active
+    superusers) enter, never staff users whatever their model permissions."""
+    return bool(request.user.is_active and request.user.is_superuser)
+
+
+admin.site.has_permission = server_admins_only  # type: ignore[method-assign]
+
+
 # run takes a row of the admin's own model, which only the admin class knows.
 def service_action(name: str, description: Any, run: Callable[[Any, Actor], Any]) -> Callable:
     """An admin action calling a service once per selected row as the Django user's actor."""

@@ -171,6 +171,19 @@ def test_projects_are_made_with_quotas_and_their_agent_tokens_from_the_settings_
     assert "its own sandboxes only" in client.get("/settings/tokens").content.decode()
 
 
+def test_the_django_admin_is_for_server_admins_only_not_staff_with_permissions():
+    from django.contrib.auth.models import Permission
+
+    staff = get_user_model().objects.create_user("staff", password="pw-staff", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
+    client = Client()
+    client.login(username="staff", password="pw-staff")
+    assert client.get("/admin/sandboxes/sandbox/").status_code == 302  # to the admin's login
+    get_user_model().objects.create_superuser("root", password="pw-root")
+    client.login(username="root", password="pw-root")
+    assert client.get("/admin/sandboxes/sandbox/").status_code == 200
+
+
 def test_settings_form_saves_and_shows_field_errors_in_place():
     client, _plain = logged_in()
     page = client.get("/settings/")

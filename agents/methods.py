@@ -87,6 +87,7 @@ def agent_spawn(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "agent.list",
+    reads=True,
     description="Agents, optionally of one sandbox and only in some statuses.",
     params=obj({"sandboxId": SANDBOX_ID, "status": array(enum(*AgentStatus.values), maxItems=10)}),
     result=array(AGENT),
@@ -97,7 +98,9 @@ def agent_list(call: Call) -> list[dict[str, Any]]:
     return [serialize_agent(agent) for agent in agents]
 
 
-@registry.method("agent.get", description="One agent.", params=AGENT_BY_ID, result=AGENT, agent_side=True)
+@registry.method(
+    "agent.get", reads=True, description="One agent.", params=AGENT_BY_ID, result=AGENT, agent_side=True
+)
 def agent_get(call: Call) -> dict[str, Any]:
     return serialize_agent(services.get_agent(call.params["agentId"]))
 
@@ -135,6 +138,7 @@ def agent_send_keys(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "agent.read",
+    reads=True,
     description=(
         "The agent's screen as text, and scrollback lines when asked. Of an agent that is gone: the last "
         "screen cocoon kept (lastKnown, capturedAt), with at most 200 lines of scrollback."
@@ -151,6 +155,7 @@ def agent_read(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "agent.wait",
+    reads=True,
     description="Block (bounded by timeoutS) until the agent reaches one of the statuses.",
     params=obj(
         {
@@ -190,6 +195,7 @@ def agent_kill(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "agent.explain",
+    reads=True,
     description="Why the agent has its status: the rule that decided (hook report, foreground process, "
     "question on screen, working indicator, start-up grace, quiet screen ...) and what the last poll saw.",
     params=AGENT_BY_ID,
@@ -205,6 +211,7 @@ def agent_explain(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "profile.list",
+    reads=True,
     description="Agent profiles: the built-ins (claude-code, codex, shell) and custom ones; providerMissing: "
     "its CLI needs an LLM provider and none has its key (a spawn's agent could not log in).",
     result=array(PROFILE | {"properties": PROFILE["properties"] | {"providerMissing": BOOLEAN}}),
@@ -216,7 +223,12 @@ def profile_list(call: Call) -> list[dict[str, Any]]:
 
 
 @registry.method(
-    "profile.get", description="One agent profile.", params=PROFILE_BY_NAME, result=PROFILE, agent_side=True
+    "profile.get",
+    reads=True,
+    description="One agent profile.",
+    params=PROFILE_BY_NAME,
+    result=PROFILE,
+    agent_side=True,
 )
 def profile_get(call: Call) -> dict[str, Any]:
     return serialize_profile(profiles.get_profile(call.params["name"]))

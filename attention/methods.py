@@ -15,6 +15,7 @@ CHANNEL_NAME = string(pattern=CHANNEL_NAME_PATTERN)
 
 @registry.method(
     "attention.list",
+    reads=True,
     description="What waits for a human, newest first: agents blocked (with their question), done or "
     "ended unexpectedly, tasks in review or failed, schedules that could not start a run, the setup "
     "checklist. state open (default; snoozed items once their time has come), acked, or all (closed too).",
@@ -69,6 +70,7 @@ def attention_snooze(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "notifications.deliveries",
+    reads=True,
     description="The delivery log: each item sent (or to be sent) to each channel, newest first, with its "
     "attempts and last error.",
     params=obj(

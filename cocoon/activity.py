@@ -39,6 +39,8 @@ register_messages(
         "token.revoked": _("Token %(name)s was revoked."),
         "project.created": _("Project %(name)s (%(id)s) was created."),
         "project.updated": _("Project %(name)s (%(id)s) was changed."),
+        "project.member_set": _("%(user)s is %(role)s of project %(project)s."),
+        "project.member_removed": _("%(user)s was taken out of project %(project)s."),
         "activity.pruned": _("%(count)s old activity entries were removed."),
         "system.first_run": _("cocoon was set up for the first time."),
     }

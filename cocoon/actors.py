@@ -1,6 +1,6 @@
 from dataclasses import dataclass
 
-from cocoon.choices import TokenScope, Visibility
+from cocoon.choices import Role, TokenScope, Visibility
 
 
 @dataclass(frozen=True)
@@ -13,11 +13,18 @@ class Actor:
     scope: str
     project: str | None = None
     own_only: bool = False
+    role: str = ""  # a person's in the project (cocoon.choices.Role); "" for a token: a member's rights
+    user: int | None = None  # the person's (Django user's) key; None for a token
     is_authenticated = True  # what DRF's IsAuthenticated asks of request.user
 
     @property
     def is_admin(self) -> bool:
         return self.scope == TokenScope.ADMIN
+
+    @property
+    def read_only(self) -> bool:
+        """A viewer: it reads, and every method that changes something answers forbidden."""
+        return self.role == Role.VIEWER
 
     @property
     def sees_everything(self) -> bool:

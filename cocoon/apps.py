@@ -12,10 +12,11 @@ class CocoonConfig(AppConfig):
         # Each app declares its RPC methods in methods.py; importing them registers them.
         autodiscover_modules("methods")
         from cocoon import auth, tokens
-        from cocoon.models import ApiToken
+        from cocoon.models import ApiToken, Membership
 
         # In every process (cocoond, workers, manage.py): a changed user ends that user's live sessions,
         # a token changed or deleted (revoked, or by hand) is forgotten by every process's token cache.
         for signal in (post_save, post_delete):
             signal.connect(auth.recheck_user_connections, sender=settings.AUTH_USER_MODEL)
             signal.connect(tokens.token_changed, sender=ApiToken)
+            signal.connect(auth.recheck_member_connections, sender=Membership)

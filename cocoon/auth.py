@@ -26,13 +26,14 @@ from rest_framework import authentication, exceptions
 
 from cocoon import tenancy, tokens
 from cocoon.actors import ENV_ACTOR, Actor
-from cocoon.choices import TokenScope
+from cocoon.choices import Role, TokenScope
 from cocoon.errors import CocoonError
 from cocoon.middleware import client_address, decode_scope, scope_language, send_error
-from cocoon.models import ApiToken
+from cocoon.models import ApiToken, Membership
 from cocoon.throttle import guarded
 
 SESSION_ACTOR_KEY = "cocoon.actor"
+SESSION_PROJECT_KEY = "cocoon.project"  # the project a person's session works in (the UI's switcher)
 
 
 def token_from(authorization: str | None, query_token: str | None) -> str | None:
@@ -88,13 +89,17 @@ def log_in_session(session: SessionBase, *, token_plain: str | None = None, user
     return actor
 
 
-def user_actor(user: Any) -> Actor:
-    """A Django user acts as an admin if it is a superuser, else with agent scope in the default project
-    (projects of their own for users, with roles, are still to come: #30)."""
-    token_id, name = f"user:{user.pk}", user.get_username()
+def user_actor(user: Any, project: str | None = None) -> Actor:
+    """A Django user acts as an admin if it is a superuser, else with agent scope in one of its projects
+    with its role there: project (the one its session switched to) if it is a member, else its first.
+    One in no project sees nothing."""
+    token_id, name = user_token_id(user.pk), user.get_username()
     if user.is_superuser:
-        return Actor(token_id=token_id, name=name, scope=TokenScope.ADMIN)
-    return Actor(token_id=token_id, name=name, scope=TokenScope.AGENT, project=tenancy.DEFAULT_PROJECT)
+        return Actor(token_id=token_id, name=name, scope=TokenScope.ADMIN, user=user.pk)
+    memberships = list(Membership.objects.filter(user=user).values_list("project_id", "role"))
+    chosen = next((each for each in memberships if each[0] == project), None) or next(iter(memberships), None)
+    where, role = chosen or (tenancy.NO_PROJECT, Role.VIEWER)
+    return Actor(token_id=token_id, name=name, scope=TokenScope.AGENT, project=where, role=role, user=user.pk)
 
 
 def session_actor(session: SessionBase) -> Actor | None:
@@ -113,7 +118,7 @@ def session_actor(session: SessionBase) -> Actor | None:
             session.get(HASH_SESSION_KEY, ""), user.get_session_auth_hash()
         ):
             return None
-        return user_actor(user)
+        return user_actor(user, session.get(SESSION_PROJECT_KEY))
     return None
 
 
@@ -143,7 +148,17 @@ def log_out(request: HttpRequest) -> None:
 
 def recheck_user_connections(sender: Any, instance: Any, **kwargs: Any) -> None:
     """A Django user was saved or deleted (password changed, deactivated, removed): its connections check."""
-    tokens.recheck_connections(user_actor(instance).token_id)
+    tokens.recheck_connections(user_token_id(instance.pk))
+
+
+def recheck_member_connections(sender: Any, instance: Membership, **kwargs: Any) -> None:
+    """A person was added to a project, given another role or removed from it: their connections check,
+    and end (LiveCredentials: their rights changed)."""
+    tokens.recheck_connections(user_token_id(instance.user_id))
+
+
+def user_token_id(pk: Any) -> str:
+    return f"user:{pk}"
 
 
 # -- live connections ------------------------------------------------------------------------------

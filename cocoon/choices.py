@@ -6,6 +6,14 @@ class TokenScope(models.TextChoices):
     AGENT = "agent", "agent"
 
 
+class Role(models.TextChoices):
+    """What a person may do in a project (cocoon.tenancy)."""
+
+    OWNER = "owner", "owner"  # everything in it, its members too
+    MEMBER = "member", "member"  # create and drive sandboxes, agents, tasks, schedules
+    VIEWER = "viewer", "viewer"  # read: lists, screens, diffs, usage; nothing that changes state
+
+
 class NetworkMode(models.TextChoices):
     """How a sandbox reaches the network; the core's settings schema names them, so they live here."""
 

@@ -372,6 +372,18 @@ class Methods:
         """The projects the caller may see: all for an admin, else its own."""
         return self.call("projects.list", _params({}))
 
+    def projects_members(self, *, project: str) -> Any:
+        """The people of a project and their roles."""
+        return self.call("projects.members", _params({"project": project}))
+
+    def projects_remove_member(self, *, project: str, user: str) -> Any:
+        """Take a person out of a project; their open sessions end at once. For admins and owners."""
+        return self.call("projects.remove_member", _params({"project": project, "user": user}))
+
+    def projects_set_member(self, *, project: str, user: str, role: str) -> Any:
+        """Make a person (a Django user) a member of a project, or give them another role: owner, member, viewer. Their open sessions end at once and open again with the new rights. For admins and the project's owners."""
+        return self.call("projects.set_member", _params({"project": project, "user": user, "role": role}))
+
     def projects_update(self, *, id: str, name: str | None = None, quotas: dict | None = None) -> Any:
         """Rename a project or set its quotas (the whole set: a quota left out has no limit). Past a quota a create, start or spawn answers quota_exceeded; what runs already is left running."""
         return self.call("projects.update", _params({"id": id, "name": name, "quotas": quotas}))
@@ -1200,6 +1212,20 @@ class AsyncMethods:
     async def projects_list(self) -> Any:
         """The projects the caller may see: all for an admin, else its own."""
         return await self.call("projects.list", _params({}))
+
+    async def projects_members(self, *, project: str) -> Any:
+        """The people of a project and their roles."""
+        return await self.call("projects.members", _params({"project": project}))
+
+    async def projects_remove_member(self, *, project: str, user: str) -> Any:
+        """Take a person out of a project; their open sessions end at once. For admins and owners."""
+        return await self.call("projects.remove_member", _params({"project": project, "user": user}))
+
+    async def projects_set_member(self, *, project: str, user: str, role: str) -> Any:
+        """Make a person (a Django user) a member of a project, or give them another role: owner, member, viewer. Their open sessions end at once and open again with the new rights. For admins and the project's owners."""
+        return await self.call(
+            "projects.set_member", _params({"project": project, "user": user, "role": role})
+        )
 
     async def projects_update(self, *, id: str, name: str | None = None, quotas: dict | None = None) -> Any:
         """Rename a project or set its quotas (the whole set: a quota left out has no limit). Past a quota a create, start or spawn answers quota_exceeded; what runs already is left running."""

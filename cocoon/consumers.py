@@ -80,10 +80,9 @@ class LiveCredentials(AsyncWebsocketConsumer):
             self.actor, self.scope.get("session_key")
         )
         self.checked_at = time.monotonic()
-        if actor is None or self.actor is None:
-            return False
-        self.actor = actor  # a Django user's scope may have changed meanwhile
-        return True
+        # Gone, or its rights changed (a person's role or project, a superuser no more): it ends, and a
+        # new connection gets the rights it has now.
+        return actor is not None and actor == self.actor
 
     async def auth_recheck(self, message: dict[str, Any]) -> None:
         if not await self.still_authorized():

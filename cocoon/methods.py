@@ -6,7 +6,7 @@ from typing import Any
 from django.db import transaction
 
 from cocoon import activity, config, setup, system, tenancy, tokens, vault
-from cocoon.choices import TokenScope
+from cocoon.choices import Role, TokenScope
 from cocoon.registry import Call, registry
 from cocoon.schema import (
     ANY_OBJECT,
@@ -24,6 +24,7 @@ from cocoon.schema import (
 from cocoon.schemas import (
     ACTIVITY_ENTRY,
     CREATED_TOKEN,
+    MEMBER,
     PROJECT,
     PROJECT_ID,
     QUOTAS,
@@ -33,6 +34,7 @@ from cocoon.schemas import (
     TOKEN_SANDBOXES,
     serialize_activity_entry,
     serialize_created_token,
+    serialize_member,
     serialize_project,
     serialize_secret,
     serialize_setup_status,
@@ -54,6 +56,7 @@ METHOD_INFO = obj(
         "admin": BOOLEAN,
         "agentSide": BOOLEAN,
         "wsOnly": BOOLEAN,
+        "reads": BOOLEAN,  # changes nothing: a viewer may call it
     }
 )
 SUBSCRIPTION_FILTER = obj(
@@ -70,6 +73,7 @@ SUBSCRIPTION_FILTER = obj(
 
 @registry.method(
     "system.info",
+    reads=True,
     description="Server version, sandbox driver kind, its capabilities and runtimes, and the warm pools' "
     "members (ready, starting).",
     result=obj(
@@ -91,6 +95,7 @@ def system_info(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "system.methods",
+    reads=True,
     description="The method catalogue with JSON Schemas, limited to what the calling token may call.",
     result=array(METHOD_INFO),
     agent_side=True,
@@ -101,6 +106,7 @@ def system_methods(call: Call) -> list[dict[str, Any]]:
 
 @registry.method(
     "system.setup_status",
+    reads=True,
     description="The first-run checklist (admin token, network, proxy, image, toolbox), translated.",
     result=SETUP_STATUS,
 )
@@ -113,6 +119,7 @@ def system_setup_status(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "settings.get",
+    reads=True,
     description="The whole settings document.",
     result=SETTINGS_SCHEMA,
     admin=True,
@@ -150,6 +157,7 @@ SECRET_NAME = string(pattern=SECRET_NAME_PATTERN)
 
 @registry.method(
     "secrets.list",
+    reads=True,
     description="Names and timestamps of all secrets; values are never returned.",
     result=array(SECRET),
     admin=True,
@@ -188,6 +196,7 @@ def secrets_delete(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "tokens.list",
+    reads=True,
     description="All API tokens (without their values).",
     result=array(TOKEN),
     admin=True,
@@ -232,6 +241,7 @@ def tokens_create(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "projects.list",
+    reads=True,
     description="The projects the caller may see: all for an admin, else its own.",
     result=array(PROJECT),
     agent_side=True,
@@ -253,6 +263,56 @@ def projects_create(call: Call) -> dict[str, Any]:
         project = tenancy.create_project(params["id"], params["name"], params.get("quotas"))
         activity.record("project.created", {"id": project.id, "name": project.name}, actor=call.actor)
     return serialize_project(project)
+
+
+@registry.method(
+    "projects.members",
+    reads=True,
+    description="The people of a project and their roles.",
+    params=obj({"project": PROJECT_ID}, required=("project",)),
+    result=array(MEMBER),
+    agent_side=True,
+)
+def projects_members(call: Call) -> list[dict[str, Any]]:
+    tenancy.project_named(call.params["project"], call.actor)
+    return [serialize_member(member) for member in tenancy.members(call.params["project"])]
+
+
+@registry.method(
+    "projects.set_member",
+    description="Make a person (a Django user) a member of a project, or give them another role: owner, "
+    "member, viewer. Their open sessions end at once and open again with the new rights. For admins and the "
+    "project's owners.",
+    params=obj(
+        {"project": PROJECT_ID, "user": NAME, "role": enum(*Role.values)},
+        required=("project", "user", "role"),
+    ),
+    result=MEMBER,
+    agent_side=True,
+)
+def projects_set_member(call: Call) -> dict[str, Any]:
+    params = call.params
+    tenancy.check_manages(call.actor, params["project"])
+    with transaction.atomic():
+        member = tenancy.set_member(params["project"], params["user"], params["role"])
+        activity.record("project.member_set", params, actor=call.actor)
+    return serialize_member(member)
+
+
+@registry.method(
+    "projects.remove_member",
+    description="Take a person out of a project; their open sessions end at once. For admins and owners.",
+    params=obj({"project": PROJECT_ID, "user": NAME}, required=("project", "user")),
+    result=EMPTY,
+    agent_side=True,
+)
+def projects_remove_member(call: Call) -> dict[str, Any]:
+    params = call.params
+    tenancy.check_manages(call.actor, params["project"])
+    with transaction.atomic():
+        tenancy.remove_member(params["project"], params["user"])
+        activity.record("project.member_removed", params, actor=call.actor)
+    return {}
 
 
 @registry.method(
@@ -288,6 +348,7 @@ def tokens_revoke(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "activity.list",
+    reads=True,
     description="The activity log, newest first, rendered in the caller's language.",
     params=obj(
         {
@@ -332,6 +393,7 @@ def activity_prune(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "events.subscribe",
+    reads=True,
     description="Subscribe this WebSocket to events, optionally filtered by types, sandboxId, agentId. "
     'Events then arrive as {"subscription", "event"} frames.',
     params=SUBSCRIPTION_FILTER,
@@ -344,6 +406,7 @@ def events_subscribe(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "events.unsubscribe",
+    reads=True,
     description="End a subscription of this WebSocket.",
     params=obj({"subscription": STRING}, required=("subscription",)),
     result=EMPTY,

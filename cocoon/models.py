@@ -1,7 +1,8 @@
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from cocoon.choices import TokenScope
+from cocoon.choices import Role, TokenScope
 from cocoon.ids import new_id
 
 
@@ -23,6 +24,22 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Membership(models.Model):
+    """A person's place in a project: their role there (cocoon.choices.Role)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project_id"]
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="one_membership_per_project")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in {self.project_id} ({self.role})"
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):

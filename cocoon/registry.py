@@ -55,11 +55,12 @@ class Method:
     admin: bool = False  # settings, secrets, tokens, images, providers, egress policy
     agent_side: bool = False  # safe for a controlling agent (exposed over MCP)
     ws_only: bool = False  # needs a WebSocket connection (events.subscribe)
+    reads: bool = False  # changes nothing: a viewer may call it
     params_validator: Draft202012Validator = field(repr=False, compare=False, default=None)
     result_validator: Draft202012Validator = field(repr=False, compare=False, default=None)
 
     def allowed_for(self, actor: Actor) -> bool:
-        return actor.is_admin or not self.admin
+        return actor.is_admin or (not self.admin and (self.reads or not actor.read_only))
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -70,11 +71,13 @@ class Method:
             "admin": self.admin,
             "agentSide": self.agent_side,
             "wsOnly": self.ws_only,
+            "reads": self.reads,
         }
 
 
 UNKNOWN_METHOD = _("Unknown method %(name)s.")
 ADMIN_ONLY = _("%(name)s needs an admin token.")
+VIEWER = _("%(name)s changes something, and a viewer only reads.")
 WS_ONLY = _("%(name)s is only available over the WebSocket /v1/ws.")
 PARAMS_NOT_OBJECT = _("Params must be a JSON object.")
 
@@ -108,6 +111,7 @@ class Registry:
         admin: bool = False,
         agent_side: bool = False,
         ws_only: bool = False,
+        reads: bool = False,
     ) -> Callable[[Handler], Handler]:
         if admin and agent_side:
             raise ValueError(f"{name}: an admin method can never be agent_side")
@@ -124,6 +128,7 @@ class Registry:
                 admin=admin,
                 agent_side=agent_side,
                 ws_only=ws_only,
+                reads=reads,
                 params_validator=compile_schema(params),
                 result_validator=compile_schema(result),
             )
@@ -152,7 +157,7 @@ class Registry:
         """Authorize, validate and run one call. Raises a CocoonError for anything that cannot be done."""
         method = self.get(name)
         if not method.allowed_for(actor):
-            raise RpcError(ErrorCode.FORBIDDEN, ADMIN_ONLY, name=name)
+            raise RpcError(ErrorCode.FORBIDDEN, ADMIN_ONLY if method.admin else VIEWER, name=name)
         if method.ws_only and connection is None:
             raise RpcError(ErrorCode.INVALID_REQUEST, WS_ONLY, name=name)
         if params is None:  # no params at all (an empty body, a frame without "params"): none given

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.utils import translation
 
-from cocoon.choices import TokenScope
-from cocoon.models import ActivityEntry, ApiToken, Project, Secret
+from cocoon.choices import Role, TokenScope
+from cocoon.models import ActivityEntry, ApiToken, Membership, Project, Secret
 from cocoon.schema import (
     ANY_OBJECT,
     BOOLEAN,
@@ -35,6 +35,7 @@ QUOTAS = obj(
         "agents": integer(minimum=0),
     }
 )
+MEMBER = obj({"user": STRING, "role": enum(*Role.values), "since": TIMESTAMP})
 PROJECT = obj({"id": STRING, "name": STRING, "quotas": QUOTAS, "createdAt": TIMESTAMP})
 # "own": the token sees only the sandboxes it created itself; "project": all of its project's.
 TOKEN_SANDBOXES = enum("project", "own")
@@ -107,6 +108,10 @@ def serialize_project(project: Project) -> dict[str, Any]:
         "quotas": project.quotas,
         "createdAt": project.created_at.isoformat(),
     }
+
+
+def serialize_member(member: Membership) -> dict[str, Any]:
+    return {"user": member.user.get_username(), "role": member.role, "since": member.created_at.isoformat()}
 
 
 def serialize_token(token: ApiToken) -> dict[str, Any]:

@@ -12,18 +12,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import locks
 from cocoon.actors import Actor
-from cocoon.errors import Conflict, QuotaExceeded
+from cocoon.choices import Role
+from cocoon.errors import Conflict, Forbidden, NotFound, QuotaExceeded
 from cocoon.lookup import get_or_not_found
-from cocoon.models import Project
+from cocoon.models import Membership, Project
 
 DEFAULT_PROJECT = "default"  # where a single user's objects live: nobody has to set a project up
 PROJECT_NOT_FOUND = _("Project %(id)s does not exist.")
+NO_PROJECT = ""  # the project of a person who is in none: no object has it, so they see nothing
 
 
 @dataclass(frozen=True)
@@ -134,10 +137,51 @@ def update_project(
     return row
 
 
+def check_manages(actor: Actor, project: str) -> None:
+    """Who may change a project's members: a server admin, or an owner of it (not_found for a project
+    actor may not see; forbidden for one of its own it does not own)."""
+    project_named(project, actor)
+    if not actor.is_admin and actor.role != Role.OWNER:
+        raise Forbidden(_("Only an owner of project %(id)s or an admin changes its members."), id=project)
+
+
+def members(project: str) -> list[Membership]:
+    return list(
+        Membership.objects.filter(project_id=project).select_related("user").order_by("user__username")
+    )
+
+
+def set_member(project: str, username: str, role: str) -> Membership:
+    """Make a person a member of project in role (or give them that role); not_found for no such person."""
+    membership, _created = Membership.objects.update_or_create(
+        project_id=project, user=_user_named(username), defaults={"role": role}
+    )
+    return membership
+
+
+def remove_member(project: str, username: str) -> None:
+    """Take a person out of project; not_found unless they are in it."""
+    removed, _count = Membership.objects.filter(project_id=project, user__username=username).delete()
+    if not removed:
+        raise NotFound(_("%(name)s is no member of project %(project)s."), name=username, project=project)
+
+
+def _user_named(username: str) -> Any:
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise NotFound(_("There is no active user %(name)s."), name=username)
+    return user
+
+
 def projects_of(actor: Actor) -> list[Project]:
-    """The projects actor may see: every one for an actor bound to none, else its own."""
+    """The projects actor may see: every one for an actor bound to none, a person's those they are a
+    member of (their session works in one of them at a time), a token's its own."""
     projects = Project.objects.all()
-    return list(projects if actor.project is None else projects.filter(pk=actor.project))
+    if actor.project is None:
+        return list(projects)
+    if actor.user is not None:
+        return list(projects.filter(memberships__user_id=actor.user))
+    return list(projects.filter(pk=actor.project))
 
 
 def create_project(project: str, name: str, quotas: dict[str, float] | None = None) -> Project:

@@ -31,6 +31,7 @@ PROVIDER_ID = string(pattern=settings_schema.PROVIDER_ID_PATTERN)
 
 @registry.method(
     "egress.status",
+    reads=True,
     description="The egress proxy: whether it runs, its policy version and the version it has loaded, "
     "and whether this driver enforces egress at all; nodes: the same of each remote node's own proxy.",
     params=obj({}),
@@ -69,6 +70,7 @@ def egress_set_fence(call: Call) -> list[dict[str, Any]]:
 
 @registry.method(
     "egress.denied",
+    reads=True,
     description="Recent attempts the egress proxy refused (per sandbox, host, port and reason, counted).",
     params=obj({"sandboxId": SANDBOX_ID, "limit": integer(minimum=1, maximum=1000)}),
     result=array(DENIED),
@@ -98,6 +100,7 @@ def egress_allow(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "providers.list",
+    reads=True,
     description="Model providers: the built-in anthropic and openai plus settings.providers, and whether "
     "each one's secret is set (never the value).",
     params=obj({}),

@@ -56,6 +56,7 @@ def task_create(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "task.list",
+    reads=True,
     description="Tasks, newest first (without patches: task.get has them).",
     params=obj(
         {
@@ -80,6 +81,7 @@ def task_list(call: Call) -> list[dict[str, Any]]:
 
 @registry.method(
     "task.get",
+    reads=True,
     description="One task with its steps, report and diff.",
     params=TASK_BY_ID,
     result=TASK,
@@ -162,14 +164,23 @@ def task_reject(call: Call) -> dict[str, Any]:
 
 
 @registry.method(
-    "schedule.list", description="All schedules, by name.", result=array(SCHEDULE), agent_side=True
+    "schedule.list",
+    reads=True,
+    description="All schedules, by name.",
+    result=array(SCHEDULE),
+    agent_side=True,
 )
 def schedule_list(call: Call) -> list[dict[str, Any]]:
     return [serialize_schedule(schedule) for schedule in schedules.list_schedules(call.actor)]
 
 
 @registry.method(
-    "schedule.get", description="One schedule.", params=SCHEDULE_BY_ID, result=SCHEDULE, agent_side=True
+    "schedule.get",
+    reads=True,
+    description="One schedule.",
+    params=SCHEDULE_BY_ID,
+    result=SCHEDULE,
+    agent_side=True,
 )
 def schedule_get(call: Call) -> dict[str, Any]:
     return serialize_schedule(schedules.get_schedule(call.params["scheduleId"]))
@@ -227,6 +238,7 @@ def schedule_run(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "schedule.preview",
+    reads=True,
     description="The next times of a cron expression in a timezone, for unsaved input (cron, timezone) or "
     "a saved schedule (scheduleId); after defaults to now.",
     params=obj(

@@ -9,6 +9,7 @@ from ui import (
     dashboard_views,
     login_views,
     node_views,
+    project_views,
     sandbox_views,
     task_views,
     usage_views,
@@ -22,6 +23,8 @@ urlpatterns = [
     path("", dashboard_views.dashboard, name="dashboard"),
     path("login", login_views.login, name="login"),
     path("logout", login_views.logout, name="logout"),
+    path("project", project_views.switch_project, name="switch_project"),
+    path("projects/<str:project>/members", project_views.members, name="members"),
     path("setup/fix", dashboard_views.setup_fix, name="setup_fix"),
     path(
         "attention/<str:item_id>/do/<str:action>", dashboard_views.attention_action, name="attention_action"

@@ -182,9 +182,14 @@ def show(
 ) -> HttpResponse:
     """Render a page with what the layout needs: the sidebar, blocked agents, the language switch."""
     blocked = [agent["id"] for agent in call(request, "agent.list", status=["blocked"])]
+    actor = actor_of(request)
     layout = {
-        "actor": actor_of(request),
+        "actor": actor,
         "blocked_agents": blocked,
+        # A person's projects, for the sidebar's switch (an admin works in all of them at once).
+        "my_projects": call(request, "projects.list")
+        if actor.user is not None and not actor.is_admin
+        else [],
         "js_strings": js_strings(),
     }
     return render(request, template, layout | (context or {}), status=status)

@@ -25,6 +25,7 @@ FILTERS = {
 
 @registry.method(
     "usage.records",
+    reads=True,
     description="LLM requests of agents as the credential proxy metered them (model, tokens read from the "
     "provider's answer, cost by settings usage.prices), newest first; filters sandboxId, agentId, taskId, "
     "scheduleId, from, to; pass next as cursor for the page after.",
@@ -41,6 +42,7 @@ def usage_records(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "usage.summary",
+    reads=True,
     description="Requests, tokens and cost summed per agent, sandbox, task, schedule, model, provider or day "
     "(most cost first; days in order), and over all; the same filters as usage.records.",
     params=obj({**FILTERS, "groupBy": enum(*services.GROUPS)}, required=("groupBy",)),
@@ -83,6 +85,7 @@ def usage_set_budget(call: Call) -> dict[str, Any] | None:
 
 @registry.method(
     "usage.budgets",
+    reads=True,
     description="Every budget as last judged after an ingest: its scope (agent, task, sandbox, day), what it "
     "allows, what was spent, and its state (ok; warned: settings usage.notifyAt of it spent; exceeded: "
     "requests refused).",

@@ -19,6 +19,7 @@ from sandboxes.schemas import (
 
 @registry.method(
     "engine.foreign",
+    reads=True,
     description="Sandboxes another data directory left on the engines under this instance's name.",
     result=array(FOREIGN_SANDBOX),
     admin=True,

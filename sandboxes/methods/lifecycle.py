@@ -43,6 +43,7 @@ def sandbox_create(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "sandbox.list",
+    reads=True,
     description="The sandboxes the caller may see (its project's), newest first.",
     result=array(SANDBOX),
     agent_side=True,
@@ -52,7 +53,12 @@ def sandbox_list(call: Call) -> list[dict[str, Any]]:
 
 
 @registry.method(
-    "sandbox.get", description="One sandbox.", params=SANDBOX_BY_ID, result=SANDBOX, agent_side=True
+    "sandbox.get",
+    reads=True,
+    description="One sandbox.",
+    params=SANDBOX_BY_ID,
+    result=SANDBOX,
+    agent_side=True,
 )
 def sandbox_get(call: Call) -> dict[str, Any]:
     return serialize_sandbox(services.get_sandbox(call.params["sandboxId"]))
@@ -136,6 +142,7 @@ def sandbox_exec(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "image.status",
+    reads=True,
     description="The sandbox image variants and whether they are built.",
     result=array(IMAGE_STATUS),
     admin=True,
@@ -163,6 +170,7 @@ def image_build(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "toolbox.status",
+    reads=True,
     description="Whether the agent toolbox (/opt/agents) is installed, and its package versions.",
     result=TOOLBOX_STATUS,
     admin=True,

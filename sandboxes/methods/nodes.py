@@ -23,6 +23,7 @@ BY_ID = obj({"nodeId": NODE_ID}, required=("nodeId",))
 
 @registry.method(
     "node.list",
+    reads=True,
     description="The nodes sandboxes run on, the local one first.",
     result=array(NODE),
     admin=True,
@@ -32,7 +33,7 @@ def node_list(call: Call) -> list[dict[str, Any]]:
     return [serialize_node(node, used.get(node.id, NOTHING_USED)) for node in nodes.list_nodes()]
 
 
-@registry.method("node.get", description="One node.", params=BY_ID, result=NODE, admin=True)
+@registry.method("node.get", reads=True, description="One node.", params=BY_ID, result=NODE, admin=True)
 def node_get(call: Call) -> dict[str, Any]:
     return serialize_node(nodes.get_node(call.params["nodeId"]))
 

@@ -31,6 +31,7 @@ def _params(properties: dict[str, Any], *required: str) -> dict[str, Any]:
 
 @registry.method(
     "files.list",
+    reads=True,
     description="Entries of a folder in the sandbox (relative paths are taken from /workspace).",
     params=_params({"path": PATH, "recursive": BOOLEAN}, "path"),
     result=FILE_LIST,
@@ -45,6 +46,7 @@ def files_list(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "files.read",
+    reads=True,
     description="A file's content: UTF-8 text, or base64 for binary files (or when asked).",
     params=_params({"path": PATH, "encoding": ENCODING}, "path"),
     result=FILE_CONTENT,
@@ -105,6 +107,7 @@ def files_delete(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "sandbox.diff",
+    reads=True,
     description="The workspace as a git patch against cocoon-baseline (new, deleted, renamed, binary "
     "files and modes) with a per-file summary; it applies with `git apply` to the baseline.",
     params=_params({"paths": array(PATH, maxItems=1000)}),
@@ -139,6 +142,7 @@ def sandbox_apply_patch(call: Call) -> dict[str, Any]:
 
 @registry.method(
     "git.status",
+    reads=True,
     description="Branch, ahead/behind and changed files of the workspace.",
     params=_params({}),
     result=GIT_STATUS,

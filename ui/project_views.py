@@ -1,0 +1,39 @@
+"""A person's projects: which one their session works in (the sidebar's switch), and a project's members."""
+
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect
+from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
+
+from cocoon.auth import SESSION_PROJECT_KEY
+from cocoon.choices import Role
+from ui.web import actor_of, back, call, done, page, show
+
+
+@require_POST
+@page()
+def switch_project(request: HttpRequest) -> HttpResponseRedirect:
+    """Work in another of one's projects; a project one is no member of changes nothing."""
+    project = request.POST.get("project", "")
+    if project in {each["id"] for each in call(request, "projects.list")}:
+        request.session[SESSION_PROJECT_KEY] = project
+    return redirect(back(request, "/"))
+
+
+@page()
+def members(request: HttpRequest, project: str) -> HttpResponse:
+    if request.method == "POST":
+        user = request.POST.get("user", "").strip()
+        if request.POST.get("remove"):
+            call(request, "projects.remove_member", project=project, user=user)
+            return done(request, request.path, _("%(user)s was taken out.") % {"user": user})
+        call(request, "projects.set_member", project=project, user=user, role=request.POST.get("role", ""))
+        return done(request, request.path, _("%(user)s saved.") % {"user": user})
+    actor = actor_of(request)
+    context = {
+        "project": project,
+        "members": call(request, "projects.members", project=project),
+        "roles": Role.values,
+        "manages": actor.is_admin or actor.role == Role.OWNER,
+    }
+    return show(request, "ui/members.html", context)

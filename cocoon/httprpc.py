@@ -79,10 +79,14 @@ def answer(
     return 200, {"result": result}, {}
 
 
+JSON_WHITESPACE = b" \t\n\r"  # bytes.strip() would take a form feed too, which is no JSON
+
+
 def parse_params(body: bytes) -> dict[str, Any]:
     """Params are the whole body as a JSON object, whatever the Content-Type claims (curl -d sends a form
-    type). An empty body means no params; any other JSON value (null, a list, a string) is refused."""
-    if not body.strip():
+    type). An empty body (or one of JSON's whitespace only) means no params; any other JSON value (null, a
+    list, a string) is refused."""
+    if not body.strip(JSON_WHITESPACE):
         return {}
     try:
         params = json.loads(body)

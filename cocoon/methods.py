@@ -219,6 +219,11 @@ def tokens_list(call: Call) -> list[dict[str, Any]]:
             "sandboxes": TOKEN_SANDBOXES,
         },
         required=("name", "scope"),
+        # An admin token is in every project: a project, or sandboxes "own", only for an agent token.
+        **{
+            "if": {"properties": {"scope": {"const": TokenScope.ADMIN}}},
+            "then": {"properties": {"project": False, "sandboxes": {"const": "project"}}},
+        },
     ),
     result=CREATED_TOKEN,
     admin=True,

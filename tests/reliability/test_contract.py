@@ -23,8 +23,13 @@ def test_a_body_that_is_not_an_object_is_an_invalid_request(cocoond):
     with cocoond.ws() as ws:
         frame = ws.request("sandbox.list", ["not", "an", "object"])
         assert frame["error"]["code"] == "invalid_request"
-    # An empty body still means "no params".
+    # An empty body still means "no params", and so does JSON's whitespace; other whitespace (a form feed,
+    # found by the fuzzer) is no JSON.
     assert cocoond.post("sandbox.list", content=b"").status_code == 200
+    assert cocoond.post("sandbox.list", content=b" \t\r\n").status_code == 200
+    for body in (b"\x0c", b"\x0b", b" \x0c "):
+        answer = cocoond.post("sandbox.list", content=body)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (400, "invalid_json"), body
 
 
 def test_the_openapi_document_requires_a_body_exactly_where_an_empty_one_is_refused(start_cocoond):

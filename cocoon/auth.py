@@ -26,7 +26,6 @@ from rest_framework import authentication, exceptions
 
 from cocoon import tenancy, tokens
 from cocoon.actors import ENV_ACTOR, Actor
-from cocoon.choices import Role, TokenScope
 from cocoon.errors import CocoonError
 from cocoon.middleware import client_address, decode_scope, scope_language, send_error
 from cocoon.models import ApiToken, Membership
@@ -93,13 +92,7 @@ def user_actor(user: Any, project: str | None = None) -> Actor:
     """A Django user acts as an admin if it is a superuser, else with agent scope in one of its projects
     with its role there: project (the one its session switched to) if it is a member, else its first.
     One in no project sees nothing."""
-    token_id, name = user_token_id(user.pk), user.get_username()
-    if user.is_superuser:
-        return Actor(token_id=token_id, name=name, scope=TokenScope.ADMIN, user=user.pk)
-    memberships = list(Membership.objects.filter(user=user).values_list("project_id", "role"))
-    chosen = next((each for each in memberships if each[0] == project), None) or next(iter(memberships), None)
-    where, role = chosen or (tenancy.NO_PROJECT, Role.VIEWER)
-    return Actor(token_id=token_id, name=name, scope=TokenScope.AGENT, project=where, role=role, user=user.pk)
+    return tenancy.person(user, token_id=user_token_id(user.pk), name=user.get_username(), project=project)
 
 
 def session_actor(session: SessionBase) -> Actor | None:
@@ -147,14 +140,22 @@ def log_out(request: HttpRequest) -> None:
 
 
 def recheck_user_connections(sender: Any, instance: Any, **kwargs: Any) -> None:
-    """A Django user was saved or deleted (password changed, deactivated, removed): its connections check."""
-    tokens.recheck_connections(user_token_id(instance.pk))
+    """A Django user was saved or deleted (password changed, deactivated, removed): its connections check,
+    and its own tokens act with what it may do now."""
+    _rights_changed(instance.pk)
 
 
 def recheck_member_connections(sender: Any, instance: Membership, **kwargs: Any) -> None:
-    """A person was added to a project, given another role or removed from it: their connections check,
-    and end (LiveCredentials: their rights changed)."""
-    tokens.recheck_connections(user_token_id(instance.user_id))
+    """A person was added to a project, given another role or removed from it: their connections (their
+    sessions' and their tokens') check, and end (LiveCredentials: their rights changed)."""
+    _rights_changed(instance.user_id)
+
+
+def _rights_changed(user_pk: Any) -> None:
+    tokens.recheck_connections(user_token_id(user_pk))
+    for token_id in ApiToken.objects.filter(user_id=user_pk).values_list("id", flat=True):
+        tokens.forget_once_committed(token_id)
+        tokens.recheck_connections(token_id)
 
 
 def user_token_id(pk: Any) -> str:

@@ -4,6 +4,7 @@ from django.db import models
 class TokenScope(models.TextChoices):
     ADMIN = "admin", "admin"
     AGENT = "agent", "agent"
+    USER = "user", "user"  # a person's own: it acts with that person's rights, as they are at each call
 
 
 class Role(models.TextChoices):

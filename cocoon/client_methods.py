@@ -741,13 +741,25 @@ class Methods:
             ),
         )
 
+    def tokens_create_own(self, *, name: str, expires_in_days: int | None = None) -> Any:
+        """Create a token of the calling person's own, for their scripts: it acts as they do at each call (their role, in the project their session works in), and stops once they are deactivated. The plain token is in this answer only."""
+        return self.call("tokens.create_own", _params({"name": name, "expiresInDays": expires_in_days}))
+
     def tokens_list(self) -> Any:
         """All API tokens (without their values)."""
         return self.call("tokens.list", _params({}))
 
+    def tokens_mine(self) -> Any:
+        """The calling person's own tokens (user scope), without their values."""
+        return self.call("tokens.mine", _params({}))
+
     def tokens_revoke(self, *, token_id: str) -> Any:
         """Revoke a token; it stops working at once."""
         return self.call("tokens.revoke", _params({"tokenId": token_id}))
+
+    def tokens_revoke_own(self, *, token_id: str) -> Any:
+        """Revoke one of the calling person's own tokens; it stops working at once."""
+        return self.call("tokens.revoke_own", _params({"tokenId": token_id}))
 
     def toolbox_install(self) -> Any:
         """Install or update the agent toolbox in the background (no image rebuild); progress arrives as toolbox.install events. One at a time: while one runs, the call queues nothing (queued false, running true) and that install's events tell."""
@@ -1586,13 +1598,25 @@ class AsyncMethods:
             ),
         )
 
+    async def tokens_create_own(self, *, name: str, expires_in_days: int | None = None) -> Any:
+        """Create a token of the calling person's own, for their scripts: it acts as they do at each call (their role, in the project their session works in), and stops once they are deactivated. The plain token is in this answer only."""
+        return await self.call("tokens.create_own", _params({"name": name, "expiresInDays": expires_in_days}))
+
     async def tokens_list(self) -> Any:
         """All API tokens (without their values)."""
         return await self.call("tokens.list", _params({}))
 
+    async def tokens_mine(self) -> Any:
+        """The calling person's own tokens (user scope), without their values."""
+        return await self.call("tokens.mine", _params({}))
+
     async def tokens_revoke(self, *, token_id: str) -> Any:
         """Revoke a token; it stops working at once."""
         return await self.call("tokens.revoke", _params({"tokenId": token_id}))
+
+    async def tokens_revoke_own(self, *, token_id: str) -> Any:
+        """Revoke one of the calling person's own tokens; it stops working at once."""
+        return await self.call("tokens.revoke_own", _params({"tokenId": token_id}))
 
     async def toolbox_install(self) -> Any:
         """Install or update the agent toolbox in the background (no image rebuild); progress arrives as toolbox.install events. One at a time: while one runs, the call queues nothing (queued false, running true) and that install's events tell."""

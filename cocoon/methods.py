@@ -3,10 +3,13 @@
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, config, setup, system, tenancy, tokens, vault
 from cocoon.choices import Role, TokenScope
+from cocoon.errors import Forbidden
 from cocoon.registry import Call, registry
 from cocoon.schema import (
     ANY_OBJECT,
@@ -211,7 +214,7 @@ def tokens_list(call: Call) -> list[dict[str, Any]]:
     params=obj(
         {
             "name": NAME,
-            "scope": enum(*TokenScope.values),
+            "scope": enum(TokenScope.ADMIN, TokenScope.AGENT),  # (a person's own: tokens.create_own)
             # Left out: valid until revoked. Afterwards it answers token_expired.
             "expiresInDays": integer(minimum=1, maximum=MAX_TOKEN_DAYS),
             # An agent token's project (left out: the default one), and which of its sandboxes it sees.
@@ -345,6 +348,59 @@ def projects_update(call: Call) -> dict[str, Any]:
 )
 def tokens_revoke(call: Call) -> dict[str, Any]:
     tokens.revoke_token(call.params["tokenId"], actor=call.actor)
+    return {}
+
+
+def _person(call: Call) -> Any:
+    """The person (Django user) calling, for their own tokens; forbidden for a token that is nobody's."""
+    if call.actor.user is None:
+        raise Forbidden(_("Only a person (logged in with a user name) has tokens of their own."))
+    return get_user_model().objects.get(pk=call.actor.user)
+
+
+@registry.method(
+    "tokens.mine",
+    reads=True,
+    description="The calling person's own tokens (user scope), without their values.",
+    result=array(TOKEN),
+)
+def tokens_mine(call: Call) -> list[dict[str, Any]]:
+    person = _person(call)
+    return [serialize_token(token) for token in tokens.list_tokens() if token.user_id == person.pk]
+
+
+@registry.method(
+    "tokens.create_own",
+    description="Create a token of the calling person's own, for their scripts: it acts as they do at each "
+    "call (their role, in the project their session works in), and stops once they are deactivated. The "
+    "plain token is in this answer only.",
+    params=obj(
+        {"name": NAME, "expiresInDays": integer(minimum=1, maximum=MAX_TOKEN_DAYS)}, required=("name",)
+    ),
+    result=CREATED_TOKEN,
+)
+def tokens_create_own(call: Call) -> dict[str, Any]:
+    person, days = _person(call), call.params.get("expiresInDays")
+    token, plain = tokens.create_token(
+        call.params["name"],
+        TokenScope.USER,
+        actor=call.actor,
+        expires_in=timedelta(days=days) if days else None,
+        project=call.actor.project or None,  # (a superuser's: none, every project)
+        user=person,
+    )
+    return serialize_created_token(token, plain)
+
+
+@registry.method(
+    "tokens.revoke_own",
+    description="Revoke one of the calling person's own tokens; it stops working at once.",
+    params=obj({"tokenId": ID}, required=("tokenId",)),
+    result=EMPTY,
+)
+def tokens_revoke_own(call: Call) -> dict[str, Any]:
+    _person(call)
+    tokens.revoke_token(call.params["tokenId"], actor=call.actor, own=True)
     return {}
 
 

@@ -59,6 +59,10 @@ class ApiToken(models.Model):
     # on the sandboxes it created itself.
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     own_sandboxes = models.BooleanField(default=False)
+    # A user-scope token's person: it acts as they do at each call (in project, if they are a member).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     # The token written to admin-token.txt on first start; revoking it also removes that file.
     bootstrap = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -47,6 +47,7 @@ TOKEN = obj(
         "scope": enum(*TokenScope.values),
         "project": nullable(STRING),  # null: an admin token, in every project
         "sandboxes": TOKEN_SANDBOXES,
+        "user": nullable(STRING),  # a user-scope token's person
         "createdAt": TIMESTAMP,
         "lastUsedAt": nullable(TIMESTAMP),
         "expiresAt": nullable(TIMESTAMP),  # null: valid until revoked
@@ -60,6 +61,7 @@ CREATED_TOKEN = obj(
         "scope": STRING,
         "project": nullable(STRING),
         "sandboxes": TOKEN_SANDBOXES,
+        "user": nullable(STRING),
         "expiresAt": nullable(TIMESTAMP),
         "token": STRING,
     }
@@ -98,7 +100,11 @@ SETUP_STATUS = obj(
 
 
 def _token_reach(token: ApiToken) -> dict[str, Any]:
-    return {"project": token.project_id, "sandboxes": "own" if token.own_sandboxes else "project"}
+    return {
+        "project": token.project_id,
+        "sandboxes": "own" if token.own_sandboxes else "project",
+        "user": token.user.get_username() if token.user else None,
+    }
 
 
 def serialize_project(project: Project) -> dict[str, Any]:

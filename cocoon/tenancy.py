@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import locks
 from cocoon.actors import Actor
-from cocoon.choices import Role
+from cocoon.choices import Role, TokenScope
 from cocoon.errors import Conflict, Forbidden, NotFound, QuotaExceeded
 from cocoon.lookup import get_or_not_found
 from cocoon.models import Membership, Project
@@ -135,6 +135,18 @@ def update_project(
     row.quotas = quotas if quotas is not None else row.quotas
     row.save(update_fields=["name", "quotas"])
     return row
+
+
+def person(user: Any, *, token_id: str, name: str, project: str | None = None) -> Actor:
+    """Who a person (a Django user) is now, in a session or through a token of theirs: a superuser an
+    admin; anyone else in project if they are a member of it, else in their first one, with their role
+    there; one in no project sees nothing."""
+    if user.is_superuser:
+        return Actor(token_id=token_id, name=name, scope=TokenScope.ADMIN, user=user.pk)
+    memberships = list(Membership.objects.filter(user=user).values_list("project_id", "role"))
+    chosen = next((each for each in memberships if each[0] == project), None) or next(iter(memberships), None)
+    where, role = chosen or (NO_PROJECT, Role.VIEWER)
+    return Actor(token_id=token_id, name=name, scope=TokenScope.AGENT, project=where, role=role, user=user.pk)
 
 
 def check_manages(actor: Actor, project: str) -> None:

@@ -45,7 +45,7 @@ def authenticate(plain: str | None) -> Actor | None:
     if (actor := tokencache.get(digest)) is not None:
         return actor
     generation = tokencache.generation()
-    token = ApiToken.objects.filter(token_hash=digest).first()
+    token = ApiToken.objects.select_related("user").filter(token_hash=digest).first()
     if token is None or not hmac.compare_digest(token.token_hash, digest):
         if (revoked := RevokedToken.objects.filter(token_hash=digest).first()) is not None:
             revoked_at = timestamp(revoked.revoked_at)
@@ -57,12 +57,20 @@ def authenticate(plain: str | None) -> Actor | None:
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     actor = token_actor(token)
+    if actor is None:  # a person's token whose person is gone or deactivated
+        return None
     tokencache.put(digest, actor, generation, expires_at=token.expires_at)
     return actor
 
 
-def token_actor(token: ApiToken) -> Actor:
-    """Who a token acts as: its scope, and for an agent token its project and whether only on its own."""
+def token_actor(token: ApiToken) -> Actor | None:
+    """Who a token acts as: its scope, and for an agent token its project and whether only on its own; a
+    person's token acts as that person does now (in its project), None once they are deactivated."""
+    if token.scope == TokenScope.USER:
+        user = token.user
+        if user is None or not user.is_active:
+            return None
+        return tenancy.person(user, token_id=token.id, name=token.name, project=token.project_id)
     return Actor(
         token_id=token.id,
         name=token.name,
@@ -83,9 +91,13 @@ def auth_group(token_id: str) -> str:
 
 
 def token_changed(sender: Any, instance: ApiToken, **kwargs: Any) -> None:
-    """A token row was saved or deleted: the token caches forget it once that is committed (not before:
-    a process asking the database meanwhile would remember it again)."""
-    token_id = instance.id  # now: a delete sets it to None afterwards
+    """A token row was saved or deleted: the token caches forget it."""
+    forget_once_committed(instance.id)  # now: a delete sets it to None afterwards
+
+
+def forget_once_committed(token_id: str) -> None:
+    """The token caches forget a token (its row changed, or its person's rights) once that is committed,
+    not before: a process asking the database meanwhile would remember it again."""
     transaction.on_commit(lambda: tokencache.forget(token_id))
 
 
@@ -109,6 +121,7 @@ def create_token(
     expires_in: timedelta | None = None,
     project: str | None = None,
     own_sandboxes: bool = False,
+    user: Any = None,
 ) -> tuple[ApiToken, str]:
     """Create a token (valid for expires_in, or until revoked); returns the row and the plain token,
     which is never stored. An agent token acts in project (the default one unless given), and if
@@ -127,14 +140,19 @@ def create_token(
             expires_at=expires_at,
             project_id=project,
             own_sandboxes=own_sandboxes,
+            user=user,
         )
         activity.record("token.created", {"name": name, "scope": scope}, actor=actor)
     return token, plain
 
 
-def revoke_token(token_id: str, *, actor: Actor) -> None:
+def revoke_token(token_id: str, *, actor: Actor, own: bool = False) -> None:
+    """Revoke a token (if own, one of actor's person's own only: another's is not found)."""
     with transaction.atomic():
-        token = get_or_not_found(ApiToken, token_id, _("Token %(id)s does not exist."), id=token_id)
+        tokens = ApiToken.objects.all()
+        if own:
+            tokens = tokens.filter(user_id=actor.user) if actor.user is not None else tokens.none()
+        token = get_or_not_found(tokens, token_id, _("Token %(id)s does not exist."), id=token_id)
         other_admins = ApiToken.objects.live().filter(scope=TokenScope.ADMIN).exclude(pk=token.pk)
         if token.scope == TokenScope.ADMIN and not settings.COCOON_TOKEN and not other_admins.exists():
             raise Conflict(_("The last admin token cannot be revoked: create another admin token first."))

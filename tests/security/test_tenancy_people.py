@@ -7,7 +7,11 @@ import secrets
 import time
 
 import pytest
+from django.contrib.auth import get_user_model
 
+from cocoon import tenancy, tokens
+from cocoon.choices import Role, TokenScope
+from cocoon.models import Membership
 from tests.security.test_revocation import CLOSE_UNAUTHORIZED, browser_ws, frames_until_closed, manage
 
 
@@ -141,3 +145,51 @@ def test_a_person_in_two_projects_switches_between_them(cocoond, people, sandbox
         browser.close()
     finally:
         cocoond.call("sandbox.delete", {"sandboxId": made["id"]})
+
+
+def test_a_persons_own_token_acts_as_they_do_at_each_call(cocoond, people, sandbox_image):
+    names, project = people["names"], people["project"]
+    suffix = secrets.token_hex(3)
+    person = f"scripter-{suffix}"
+    make_user = f"get_user_model().objects.create_user({person!r}, password='pw-{person}')"
+    manage(cocoond, f"from django.contrib.auth import get_user_model; {make_user}")
+    cocoond.call("projects.set_member", {"project": project, "user": person, "role": "member"})
+    browser, ws = session(cocoond, person)
+    with ws:
+        created = rpc(ws, "tokens.create_own", {"name": "my-script"})["result"]
+        assert (created["scope"], created["user"], created["project"]) == ("user", person, project)
+        assert [each["id"] for each in rpc(ws, "tokens.mine")["result"]] == [created["id"]]
+    browser.close()
+    token = created["token"]
+    exec_params = {"sandboxId": people["theirs"]["id"], "command": ["true"]}
+    assert [each["id"] for each in cocoond.call("sandbox.list", token=token)] == [people["theirs"]["id"]]
+    assert cocoond.call("sandbox.exec", exec_params, token=token)["exitCode"] == 0
+    # Demoted: the token's very next call has a viewer's rights.
+    cocoond.call("projects.set_member", {"project": project, "user": person, "role": "viewer"})
+    refused = cocoond.post("sandbox.exec", exec_params, token=token)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (403, "forbidden")
+    # Nobody else's token is revoked through tokens.revoke_own, and tokens that are nobody's have none.
+    other = cocoond.call("tokens.create", {"name": "not-mine", "scope": "agent", "project": project})
+    owner_browser, owner_ws = session(cocoond, names["owner"])
+    with owner_ws:
+        assert rpc(owner_ws, "tokens.revoke_own", {"tokenId": created["id"]})["error"]["code"] == "not_found"
+    owner_browser.close()
+    assert (
+        cocoond.post("tokens.create_own", {"name": "x"}, token=other["token"]).json()["error"]["code"]
+        == "forbidden"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_persons_token_stops_once_they_are_deactivated_and_follows_their_role():
+    person = get_user_model().objects.create_user("deactivated-soon", password="pw")
+    Membership.objects.create(project_id=tenancy.default_project(), user=person, role=Role.OWNER)
+    _token, plain = tokens.create_token("theirs", TokenScope.USER, user=person)
+    assert tokens.authenticate(plain).role == Role.OWNER  # and remembered (tokencache)
+    membership = Membership.objects.get(user=person)
+    membership.role = Role.VIEWER
+    membership.save()  # heard at once: the cache forgets the person's tokens
+    assert tokens.authenticate(plain).read_only
+    person.is_active = False
+    person.save()
+    assert tokens.authenticate(plain) is None

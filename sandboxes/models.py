@@ -86,7 +86,7 @@ class Sandbox(tenancy.Owned):
     """
 
     id = models.CharField(primary_key=True, max_length=40, default=new_sandbox_id, editable=False)
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100)  # unique in its project: another's names are not known
     image = models.CharField(max_length=300)
     network = models.CharField(max_length=10, choices=NetworkMode.choices)
     cpus = models.FloatField()
@@ -118,6 +118,7 @@ class Sandbox(tenancy.Owned):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="sandbox_name_per_project")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"

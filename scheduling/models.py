@@ -20,7 +20,7 @@ class Schedule(tenancy.Owned):
     """
 
     id = models.CharField(primary_key=True, max_length=40, default=new_schedule_id, editable=False)
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100)  # unique in its project: another's names are not known
     cron = models.CharField(max_length=200)
     timezone = models.CharField(max_length=64, default="UTC")
     template = models.JSONField()  # task.create params: prompt, workflow, sandbox or sandboxId, title
@@ -35,6 +35,7 @@ class Schedule(tenancy.Owned):
 
     class Meta:
         ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="schedule_name_per_project")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"

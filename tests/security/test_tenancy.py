@@ -281,3 +281,22 @@ def test_a_tasks_own_sandbox_is_its_projects(cocoond, tenants):
         assert cocoond.post("sandbox.get", {"sandboxId": sandbox_id}, token=alpha["token"]).status_code == 404
     finally:
         cocoond.call("task.cancel", {"taskId": task["id"]}, token=beta["token"])
+
+
+def test_a_name_is_unique_in_its_project_so_another_projects_names_are_not_learned(
+    cocoond, tenants, sandbox_image
+):
+    alpha, beta = tenants["alpha"], tenants["beta"]
+    name = f"same-{secrets.token_hex(3)}"
+    params = {"network": "none", "image": sandbox_image, "name": name}
+    made = [cocoond.call("sandbox.create", params, token=each["token"]) for each in (alpha, beta)]
+    try:
+        assert [each["name"] for each in made] == [name, name]
+        again = cocoond.post("sandbox.create", params, token=alpha["token"])
+        assert (again.status_code, again.json()["error"]["code"]) == (409, "conflict")
+        schedule = {"name": name, "cron": "@yearly", "enabled": False, "template": {"prompt": "x"}}
+        for each in (alpha, beta):
+            cocoond.call("schedule.create", schedule, token=each["token"])
+    finally:
+        for sandbox in made:
+            cocoond.call("sandbox.delete", {"sandboxId": sandbox["id"]})

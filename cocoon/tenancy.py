@@ -78,7 +78,8 @@ def visible(actor: Actor, via: str = "") -> Q:
 def creation(actor: Actor | None, project: str | None = None) -> dict[str, str]:
     """The owner fields of an object actor creates now: in its own project, or if it is bound to none
     (an admin, the server) in the project it names, else the default one."""
-    chosen = (actor.project if actor is not None else None) or project or default_project()
+    bound = actor.project if actor is not None else None
+    chosen = bound if bound is not None else project or default_project()
     return {"project_id": chosen, "creator": actor.token_id if actor is not None else ""}
 
 
@@ -227,6 +228,8 @@ def sandbox_owner(sandbox_id: str) -> Owner | None:
 def by_sandbox(actor: Actor, field: str = "sandbox_id") -> Q:
     """The rule for rows that name a sandbox by id (activity entries): those of sandboxes actor may see,
     and those of no sandbox (server-wide). A gone sandbox's rows are seen by actors bound to none only."""
-    if actor.sees_everything or not _sandboxes:
+    if actor.sees_everything:
         return Q()
+    if not _sandboxes:  # (the sandboxes app not ready: nothing of a sandbox, rather than all of them)
+        return Q(**{field: ""})
     return Q(**{field: ""}) | Q(**{f"{field}__in": _sandboxes[0].visible_ids(actor)})

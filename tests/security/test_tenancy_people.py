@@ -88,7 +88,7 @@ def test_a_person_in_no_project_sees_nothing(cocoond, people):
         assert rpc(ws, "sandbox.list")["result"] == []
         assert rpc(ws, "sandbox.get", {"sandboxId": people["other"]["id"]})["error"]["code"] == "not_found"
         made = rpc(ws, "sandbox.create", {"network": "none", "image": people["image"]})
-        assert "error" in made
+        assert made["error"]["code"] == "forbidden"  # one in no project only reads (nothing)
     browser.close()
 
 

@@ -368,6 +368,10 @@ def test_the_image_item_offers_only_a_fix_that_repairs_it_and_the_fix_does(
     finally:
         cocoond.call("settings.update", {"sandbox": {"image": configured}})
 
+    # A second reference keeps the image while its tag goes: after image.build's test, :latest is the
+    # only reference of its image, and sandboxes still running from it refuse a last one's removal.
+    kept = f"kept-{secrets.token_hex(4)}"
+    docker_client.images.get("cocoon-sandbox:latest").tag("cocoon-sandbox", kept)
     docker_client.images.remove("cocoon-sandbox:latest")  # the build cache keeps its layers
     try:
         item = image_item()
@@ -376,7 +380,8 @@ def test_the_image_item_offers_only_a_fix_that_repairs_it_and_the_fix_does(
         wait_until(lambda: image_item()["ok"], timeout=300, interval=1)
     finally:
         if not docker_client.images.list(name="cocoon-sandbox:latest"):
-            docker_client.images.get(sandbox_image).tag("cocoon-sandbox", "latest")
+            docker_client.images.get(f"cocoon-sandbox:{kept}").tag("cocoon-sandbox", "latest")
+        docker_client.images.remove(f"cocoon-sandbox:{kept}")
 
 
 def test_state_is_reconciled_across_a_cocoond_restart(start_cocoond, sandbox_image, docker_client):

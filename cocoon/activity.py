@@ -41,6 +41,7 @@ register_messages(
         "project.updated": _("Project %(name)s (%(id)s) was changed."),
         "project.member_set": _("%(user)s is %(role)s of project %(project)s."),
         "project.member_removed": _("%(user)s was taken out of project %(project)s."),
+        "person.signed_on": _("%(user)s signed on for the first time (single sign-on)."),
         "activity.pruned": _("%(count)s old activity entries were removed."),
         "system.first_run": _("cocoon was set up for the first time."),
     }

@@ -42,6 +42,22 @@ class Membership(models.Model):
         return f"{self.user_id} in {self.project_id} ({self.role})"
 
 
+class SsoIdentity(models.Model):
+    """Which person a single sign-on provider's subject is (cocoon.sso): linked by the provider's stable
+    id, never by a name the provider lets someone choose."""
+
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="one_person_per_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def live(self) -> "ApiTokenQuerySet":
         """The tokens that work now: not expired (revoked ones are not in the table)."""

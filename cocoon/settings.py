@@ -4,6 +4,7 @@ Deployment knobs come from the environment (see README); everything a user edits
 the database behind cocoon.config (the settings service), not here.
 """
 
+import re
 import secrets
 from ipaddress import ip_network
 from pathlib import Path
@@ -82,6 +83,40 @@ except ValueError as error:
 COCOON_AUTH_FAILURE_LIMIT = env_str("COCOON_AUTH_FAILURE_LIMIT") or "20/5 minutes"
 COCOON_AUTH_USER_FAILURE_LIMIT = env_str("COCOON_AUTH_USER_FAILURE_LIMIT") or "100/hour"
 AUTHENTICATION_BACKENDS = ["cocoon.throttle.ThrottledModelBackend"]
+# Off: no user name and password logs in anywhere (the UI, /admin/login); single sign-on and tokens do.
+COCOON_PASSWORD_LOGIN = env_bool("COCOON_PASSWORD_LOGIN", True)
+
+# -- single sign-on (OpenID Connect, ui/sso.py) ------------------------------------------------------
+# The provider's issuer URL (its discovery document is ISSUER/.well-known/openid-configuration) and this
+# server's client there; unset: no single sign-on.
+COCOON_OIDC_ISSUER = env_str("COCOON_OIDC_ISSUER").rstrip("/")
+ISSUER = urlsplit(COCOON_OIDC_ISSUER)
+COCOON_OIDC_CLIENT_ID = env_str("COCOON_OIDC_CLIENT_ID")
+COCOON_OIDC_CLIENT_SECRET = env_str("COCOON_OIDC_CLIENT_SECRET")
+COCOON_OIDC_SCOPES = env_str("COCOON_OIDC_SCOPES") or "openid profile email"
+COCOON_OIDC_NAME = env_str("COCOON_OIDC_NAME") or "single sign-on"  # the login button's provider name
+COCOON_OIDC_GROUPS_CLAIM = env_str("COCOON_OIDC_GROUPS_CLAIM") or "groups"
+if COCOON_OIDC_ISSUER and not (
+    ISSUER.scheme in ("http", "https") and ISSUER.netloc and COCOON_OIDC_CLIENT_ID
+):
+    raise ImproperlyConfigured("COCOON_OIDC_ISSUER must be an http(s) URL and needs COCOON_OIDC_CLIENT_ID")
+# What the groups claim grants, comma-separated: GROUP=PROJECT:ROLE (owner, member, viewer) or
+# GROUP=admin (a server admin). At each sign-on a person's role in every project named here (and whether
+# they are an admin, once any GROUP=admin is given) follows their groups; other projects are left as set.
+COCOON_OIDC_GROUPS: list[tuple[str, str, str]] = []
+for entry in env_list("COCOON_OIDC_GROUPS"):
+    group, _sep, grant = (part.strip() for part in entry.partition("="))
+    project, _sep, role = (part.strip() for part in grant.partition(":"))
+    if grant == "admin" and group:
+        COCOON_OIDC_GROUPS.append((group, "", "admin"))
+    elif (
+        group and re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", project) and role in ("owner", "member", "viewer")
+    ):
+        COCOON_OIDC_GROUPS.append((group, project, role))
+    else:
+        raise ImproperlyConfigured(
+            f"COCOON_OIDC_GROUPS: {entry!r} is neither GROUP=PROJECT:owner|member|viewer nor GROUP=admin"
+        )
 # The UI loads only its own scripts (templates carry none inline); xterm.js writes <style> elements.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
@@ -92,7 +127,8 @@ CONTENT_SECURITY_POLICY = {
         "connect-src": [SELF],
         "object-src": [NONE],
         "base-uri": [NONE],
-        "form-action": [SELF],
+        # A logout goes on to the single sign-on provider's (ui/sso.py), which ends its session too.
+        "form-action": [SELF, *([f"{ISSUER.scheme}://{ISSUER.netloc}"] if COCOON_OIDC_ISSUER else [])],
         "frame-ancestors": [NONE],
     }
 }

@@ -143,6 +143,8 @@ class ThrottledModelBackend(ModelBackend):
     ) -> Any:
         if request is None:  # not a client's request (management commands): nothing to count against
             return super().authenticate(request, username, password, **kwargs)
+        if not settings.COCOON_PASSWORD_LOGIN:
+            return None  # COCOON_PASSWORD_LOGIN=0: no password logs in, /admin/login's neither
         address, name = request.META.get("REMOTE_ADDR", ""), username or ""
         if password_retry_after(name, address):
             raise PermissionDenied

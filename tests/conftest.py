@@ -252,6 +252,20 @@ def start_cocoond(
         remove_instance_objects(docker_client, instance.instance)
 
 
+# The browser tests drive Debian's Chromium through Playwright (it downloads no browser of its own).
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
 @pytest.fixture(scope="session")
 def cocoond(tmp_path_factory: pytest.TempPathFactory, docker_client: Any) -> Iterator[Cocoond]:
     """One cocoond shared by the tests that do not restart or reconfigure it."""

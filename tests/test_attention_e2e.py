@@ -10,13 +10,12 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.attention_receivers import smtp_server, text_of
-from tests.conftest import wait_until
+from tests.conftest import CHROMIUM, wait_until
 from tests.test_mcp import with_session
 from tests.test_ui_browser import log_in
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = "/usr/bin/chromium"
 ASK = 'read -p "Continue? [y/n] " a; echo "answer=$a" > /tmp/answer.txt'
 
 

@@ -8,13 +8,12 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import ROOT, Cocoond, remove_instance_objects, wait_until
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
 
 
@@ -25,14 +24,6 @@ def server(tmp_path_factory, docker_client, sandbox_image) -> Iterator[Cocoond]:
     yield instance
     instance.stop()
     remove_instance_objects(docker_client, instance.instance)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield browser
-        browser.close()
 
 
 # What Chromium refused under the pages' Content-Security-Policy (it says so on the console).

@@ -1,0 +1,1 @@
+"""A real OpenID provider (django-oauth-toolkit) that the single sign-on tests run in a process of its own."""

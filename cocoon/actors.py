@@ -1,6 +1,30 @@
 from dataclasses import dataclass
+from typing import Any
 
 from cocoon.choices import Role, TokenScope, Visibility
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The most a token may ask for, whatever the server allows (tokens.create {ceilings}; checked by
+    cocoon.tenancy.within_ceilings): network modes, providers its agents get, a sandbox's CPUs and memory.
+    None: no ceiling of that kind."""
+
+    networks: tuple[str, ...] | None = None
+    providers: tuple[str, ...] | None = None
+    cpus: float | None = None
+    memory_mb: int | None = None
+
+    @classmethod
+    def of(cls, document: dict[str, Any]) -> "Ceilings":
+        """From a token's stored ceilings (cocoon.schemas.CEILINGS)."""
+        networks, providers = document.get("networks"), document.get("providers")
+        return cls(
+            networks=tuple(networks) if networks is not None else None,
+            providers=tuple(providers) if providers is not None else None,
+            cpus=document.get("cpus"),
+            memory_mb=document.get("memoryMb"),
+        )
 
 
 @dataclass(frozen=True)
@@ -15,6 +39,7 @@ class Actor:
     own_only: bool = False
     role: str = ""  # a person's in the project (cocoon.choices.Role); "" for a token: a member's rights
     user: int | None = None  # the person's (Django user's) key; None for a token
+    ceilings: Ceilings = Ceilings()
     is_authenticated = True  # what DRF's IsAuthenticated asks of request.user
 
     @property

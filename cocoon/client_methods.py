@@ -726,6 +726,7 @@ class Methods:
         expires_in_days: int | None = None,
         project: str | None = None,
         sandboxes: str | None = None,
+        ceilings: dict | None = None,
     ) -> Any:
         """Create a token. The plain token is in this answer only; it is never shown again."""
         return self.call(
@@ -737,6 +738,7 @@ class Methods:
                     "expiresInDays": expires_in_days,
                     "project": project,
                     "sandboxes": sandboxes,
+                    "ceilings": ceilings,
                 }
             ),
         )
@@ -1583,6 +1585,7 @@ class AsyncMethods:
         expires_in_days: int | None = None,
         project: str | None = None,
         sandboxes: str | None = None,
+        ceilings: dict | None = None,
     ) -> Any:
         """Create a token. The plain token is in this answer only; it is never shown again."""
         return await self.call(
@@ -1594,6 +1597,7 @@ class AsyncMethods:
                     "expiresInDays": expires_in_days,
                     "project": project,
                     "sandboxes": sandboxes,
+                    "ceilings": ceilings,
                 }
             ),
         )

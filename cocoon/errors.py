@@ -21,6 +21,7 @@ class ErrorCode(StrEnum):
     CONFLICT = "conflict"
     RATE_LIMITED = "rate_limited"
     QUOTA_EXCEEDED = "quota_exceeded"
+    CEILING_EXCEEDED = "ceiling_exceeded"
     TIMEOUT = "timeout"
     DRIVER_ERROR = "driver_error"
     UNAVAILABLE = "unavailable"
@@ -40,6 +41,7 @@ HTTP_STATUS = {
     ErrorCode.CONFLICT: 409,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.QUOTA_EXCEEDED: 403,
+    ErrorCode.CEILING_EXCEEDED: 403,
     ErrorCode.TIMEOUT: 504,
     ErrorCode.DRIVER_ERROR: 502,
     ErrorCode.UNAVAILABLE: 503,
@@ -59,6 +61,7 @@ DEFAULT_MESSAGES = {
     ErrorCode.CONFLICT: _("The request conflicts with the current state."),
     ErrorCode.RATE_LIMITED: _("Too many failed attempts from your address; try again later."),
     ErrorCode.QUOTA_EXCEEDED: _("A quota of the project would be exceeded."),
+    ErrorCode.CEILING_EXCEEDED: _("A ceiling of the token would be exceeded."),
     ErrorCode.TIMEOUT: _("The operation timed out."),
     ErrorCode.DRIVER_ERROR: _("The sandbox driver reported an error."),
     ErrorCode.UNAVAILABLE: _("The service is not available right now."),
@@ -154,6 +157,10 @@ class Conflict(CocoonError):
 
 class QuotaExceeded(CocoonError):
     code = ErrorCode.QUOTA_EXCEEDED
+
+
+class CeilingExceeded(CocoonError):
+    code = ErrorCode.CEILING_EXCEEDED
 
 
 class RateLimited(CocoonError):

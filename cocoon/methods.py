@@ -26,6 +26,7 @@ from cocoon.schema import (
 )
 from cocoon.schemas import (
     ACTIVITY_ENTRY,
+    CEILINGS,
     CREATED_TOKEN,
     MEMBER,
     PROJECT,
@@ -220,12 +221,14 @@ def tokens_list(call: Call) -> list[dict[str, Any]]:
             # An agent token's project (left out: the default one), and which of its sandboxes it sees.
             "project": PROJECT_ID,
             "sandboxes": TOKEN_SANDBOXES,
+            "ceilings": CEILINGS,
         },
         required=("name", "scope"),
-        # An admin token is in every project: a project, or sandboxes "own", only for an agent token.
+        # An admin token is in every project, and may do anything: a project, sandboxes "own" and
+        # ceilings only for an agent token.
         **{
             "if": {"properties": {"scope": {"const": TokenScope.ADMIN}}},
-            "then": {"properties": {"project": False, "sandboxes": {"const": "project"}}},
+            "then": {"properties": {"project": False, "sandboxes": {"const": "project"}, "ceilings": False}},
         },
     ),
     result=CREATED_TOKEN,
@@ -240,6 +243,7 @@ def tokens_create(call: Call) -> dict[str, Any]:
         expires_in=timedelta(days=days) if days else None,
         project=call.params.get("project"),
         own_sandboxes=call.params.get("sandboxes") == "own",
+        ceilings=call.params.get("ceilings"),
     )
     return serialize_created_token(token, plain)
 

@@ -74,6 +74,8 @@ class ApiToken(models.Model):
     # An agent token acts in one project (admin tokens in none: they see all), and if own_sandboxes only
     # on the sandboxes it created itself.
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    # The most an agent token may ask for (cocoon.actors.Ceilings; cocoon.schemas.CEILINGS): {} none.
+    ceilings = models.JSONField(default=dict, blank=True)
     own_sandboxes = models.BooleanField(default=False)
     # A user-scope token's person: it acts as they do at each call (in project, if they are a member).
     user = models.ForeignKey(

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.utils import translation
 
-from cocoon.choices import Role, TokenScope
+from cocoon.choices import NetworkMode, Role, TokenScope
 from cocoon.models import ActivityEntry, ApiToken, Membership, Project, Secret
 from cocoon.schema import (
     ANY_OBJECT,
@@ -22,6 +22,7 @@ from cocoon.schema import (
     string,
     timestamp,
 )
+from cocoon.settings_schema import PROVIDER_ID_PATTERN
 from cocoon.types import CheckResult
 
 PROJECT_ID = string(pattern="^[a-z0-9][a-z0-9-]{0,62}$")
@@ -39,6 +40,16 @@ MEMBER = obj({"user": STRING, "role": enum(*Role.values), "since": TIMESTAMP})
 PROJECT = obj({"id": STRING, "name": STRING, "quotas": QUOTAS, "createdAt": TIMESTAMP})
 # "own": the token sees only the sandboxes it created itself; "project": all of its project's.
 TOKEN_SANDBOXES = enum("project", "own")
+# The most an agent token may ask for (cocoon.actors.Ceilings): network modes a sandbox of its may have,
+# providers its agents may get, a sandbox's CPUs and memory. Left out: no ceiling of that kind.
+CEILINGS = obj(
+    {
+        "networks": array(enum(*NetworkMode.values), uniqueItems=True),
+        "providers": array(string(pattern=PROVIDER_ID_PATTERN), maxItems=20, uniqueItems=True),
+        "cpus": {"type": "number", "exclusiveMinimum": 0, "maximum": 1024},
+        "memoryMb": integer(minimum=16, maximum=4 * 1024 * 1024),
+    }
+)
 
 TOKEN = obj(
     {
@@ -48,6 +59,7 @@ TOKEN = obj(
         "project": nullable(STRING),  # null: an admin token, in every project
         "sandboxes": TOKEN_SANDBOXES,
         "user": nullable(STRING),  # a user-scope token's person
+        "ceilings": CEILINGS,
         "createdAt": TIMESTAMP,
         "lastUsedAt": nullable(TIMESTAMP),
         "expiresAt": nullable(TIMESTAMP),  # null: valid until revoked
@@ -62,6 +74,7 @@ CREATED_TOKEN = obj(
         "project": nullable(STRING),
         "sandboxes": TOKEN_SANDBOXES,
         "user": nullable(STRING),
+        "ceilings": CEILINGS,
         "expiresAt": nullable(TIMESTAMP),
         "token": STRING,
     }
@@ -104,6 +117,7 @@ def _token_reach(token: ApiToken) -> dict[str, Any]:
         "project": token.project_id,
         "sandboxes": "own" if token.own_sandboxes else "project",
         "user": token.user.get_username() if token.user else None,
+        "ceilings": token.ceilings,
     }
 
 

@@ -20,7 +20,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon import locks
 from cocoon.actors import Actor
 from cocoon.choices import Role, TokenScope
-from cocoon.errors import Conflict, Forbidden, NotFound, QuotaExceeded
+from cocoon.errors import CeilingExceeded, Conflict, Forbidden, NotFound, QuotaExceeded
 from cocoon.lookup import get_or_not_found
 from cocoon.models import Membership, Project
 
@@ -125,6 +125,34 @@ def within_quota(
                 details = {"project": project, "quota": name, "limit": limit, "used": used.get(name, 0)}
                 raise QuotaExceeded(QUOTA_EXCEEDED, details=details, **details)
         yield
+
+
+CEILING_EXCEEDED = _("This token may ask for %(ceiling)s only up to %(limit)s, not %(asked)s.")
+
+
+def within_ceilings(
+    actor: Actor,
+    *,
+    network: str | None = None,
+    cpus: float | None = None,
+    memory_mb: int | None = None,
+    providers: list[str] | None = None,
+) -> None:
+    """ceiling_exceeded, naming the ceiling, its limit and what was asked, unless what actor asks for is
+    within its token's ceilings."""
+    ceilings = actor.ceilings
+    refused: tuple[str, Any, Any] | None = None
+    if network is not None and ceilings.networks is not None and network not in ceilings.networks:
+        refused = ("networks", ", ".join(ceilings.networks) or "-", network)
+    elif cpus is not None and ceilings.cpus is not None and cpus > ceilings.cpus:
+        refused = ("cpus", ceilings.cpus, cpus)
+    elif memory_mb is not None and ceilings.memory_mb is not None and memory_mb > ceilings.memory_mb:
+        refused = ("memoryMb", ceilings.memory_mb, memory_mb)
+    elif providers and ceilings.providers is not None and set(providers) - set(ceilings.providers):
+        refused = ("providers", ", ".join(ceilings.providers) or "-", ", ".join(sorted(providers)))
+    if refused is not None:
+        details = dict(zip(("ceiling", "limit", "asked"), refused, strict=True))
+        raise CeilingExceeded(CEILING_EXCEEDED, details=details, **details)
 
 
 def update_project(

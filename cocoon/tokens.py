@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events, tenancy, tokencache
-from cocoon.actors import ENV_ACTOR, Actor
+from cocoon.actors import ENV_ACTOR, Actor, Ceilings
 from cocoon.choices import TokenScope
 from cocoon.errors import Conflict, TokenExpired, TokenRevoked
 from cocoon.lookup import get_or_not_found
@@ -77,6 +77,7 @@ def token_actor(token: ApiToken) -> Actor | None:
         scope=token.scope,
         project=token.project_id,
         own_only=token.own_sandboxes,
+        ceilings=Ceilings.of(token.ceilings),
     )
 
 
@@ -122,11 +123,12 @@ def create_token(
     project: str | None = None,
     own_sandboxes: bool = False,
     user: Any = None,
+    ceilings: dict[str, Any] | None = None,
 ) -> tuple[ApiToken, str]:
     """Create a token (valid for expires_in, or until revoked); returns the row and the plain token,
     which is never stored. An agent token acts in project (the default one unless given), and if
-    own_sandboxes only on the sandboxes it creates itself; an admin token in every project (tokens.create's
-    schema gives it neither)."""
+    own_sandboxes only on the sandboxes it creates itself, and asks for no more than ceilings; an admin
+    token in every project (tokens.create's schema gives it none of these)."""
     if scope == TokenScope.AGENT:
         project = tenancy.project_named(project) if project else tenancy.default_project()
     plain = generate_token()
@@ -141,6 +143,7 @@ def create_token(
             project_id=project,
             own_sandboxes=own_sandboxes,
             user=user,
+            ceilings=ceilings or {},
         )
         activity.record("token.created", {"name": name, "scope": scope}, actor=actor)
     return token, plain

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import config, vault
+from cocoon import config, tenancy, vault
 from cocoon.actors import Actor
 from cocoon.choices import ProviderKind
 from cocoon.errors import Conflict, Forbidden, field_error, interpolate_lazy
@@ -82,6 +82,7 @@ def credentials_env(
     and only when an admin asks.
     """
     chosen = choose(requested, profile.secrets)
+    tenancy.within_ceilings(actor, providers=list(chosen))
     if sandbox.network == NetworkMode.NONE and chosen:
         if requested:
             raise field_error(

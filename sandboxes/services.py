@@ -99,6 +99,7 @@ def check_network_mode(network: str | None, actor: Actor) -> str:
             network=network,
             allowed=", ".join(allowed) or "-",
         )
+    tenancy.within_ceilings(actor, network=network)
     return network
 
 
@@ -133,8 +134,9 @@ def options_from(defaults: dict[str, Any], **options: Any) -> Options:
 def resolve_options(*, actor: Actor, **options: Any) -> Options:
     """The checked Options of a create request (image, network, limits, runtime, repo, branch)."""
     defaults = config.get_settings()["sandbox"]
-    resolved = options_from(defaults, **options)
+    resolved = options_from(defaults, **_ceilings_as_defaults(actor, defaults, options))
     check_network_mode(resolved.network, actor)
+    tenancy.within_ceilings(actor, cpus=resolved.limits.cpus, memory_mb=resolved.limits.memory_mb)
     if resolved.repo and not REPO_URL.match(resolved.repo):
         raise field_error("repo", _("Must be an http(s)://, git://, ssh:// or user@host:path URL."))
     if resolved.branch and not BRANCH.match(resolved.branch):
@@ -145,6 +147,19 @@ def resolve_options(*, actor: Actor, **options: Any) -> Options:
             interpolate_lazy(_("The engine does not offer %(runtime)s."), {"runtime": resolved.runtime}),
         )
     return resolved
+
+
+def _ceilings_as_defaults(actor: Actor, defaults: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """options, where a choice left out has a default above the token's ceiling: the ceiling then (its
+    first network mode), so a narrowed token need not spell out each thing it may not exceed."""
+    ceilings, options = actor.ceilings, dict(options)
+    if not options.get("network") and ceilings.networks and defaults["network"] not in ceilings.networks:
+        options["network"] = ceilings.networks[0]
+    limits = dict(options.get("limits") or {})
+    for name, ceiling in (("cpus", ceilings.cpus), ("memoryMb", ceilings.memory_mb)):
+        if name not in limits and ceiling is not None and defaults["limits"][name] > ceiling:
+            limits[name] = ceiling
+    return {**options, "limits": limits} if limits else options
 
 
 def make_sandbox(

@@ -8,10 +8,10 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.models import AgentProfile
 from agents.profiles import ensure_profiles
-from cocoon import tenancy
+from cocoon import config, tenancy
 from cocoon.actors import Actor
 from cocoon.errors import field, field_error, fields_error, interpolate_lazy
-from egress.credentials import check_profile_secrets
+from egress.credentials import check_profile_secrets, choose
 from egress.providers import all_providers
 from sandboxes import services as sandboxes
 from sandboxes.drivers.base import WORKSPACE
@@ -82,15 +82,21 @@ def check_template(params: dict[str, Any], path: str = "") -> dict[str, Any]:
 
 def check_author(template: dict[str, Any], actor: Actor) -> None:
     """A task's sandbox and agents are started by the runner as the server, but what they get is the
-    template author's choice: agent tokens get only the allowed network modes and no raw secrets."""
+    template author's choice: agent tokens get only the allowed network modes and no raw secrets, and
+    nothing above their token's ceilings (the limits a sandbox gets, defaults included)."""
     if template.get("sandboxId"):  # (task.create's is checked before: registry.owned; a schedule's here)
         sandboxes.check_visible(actor, template["sandboxId"])
     else:
-        sandboxes.check_network_mode(template.get("sandbox", {}).get("network"), actor)
-        if project := template.get("sandbox", {}).get("project"):
+        options = template.get("sandbox", {})
+        sandboxes.check_network_mode(options.get("network"), actor)
+        limits = sandboxes.options_from(config.get_settings()["sandbox"], **options).limits
+        tenancy.within_ceilings(actor, cpus=limits.cpus, memory_mb=limits.memory_mb)
+        if project := options.get("project"):
             tenancy.project_named(project, actor)
     for step in template["workflow"]:
-        check_profile_secrets(AgentProfile.objects.get(pk=step["profile"]).secrets, actor)
+        secrets = AgentProfile.objects.get(pk=step["profile"]).secrets
+        check_profile_secrets(secrets, actor)
+        tenancy.within_ceilings(actor, providers=list(choose(step.get("providers"), secrets)))
 
 
 def render_prompt(template: str, task: Task, step: int) -> str:

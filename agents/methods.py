@@ -37,6 +37,7 @@ from cocoon.schema import (
     obj,
     string,
 )
+from cocoon.schemas import CEILINGS
 from cocoon.settings_schema import PROVIDER_ID_PATTERN
 from sandboxes.schemas import SANDBOX_ID
 
@@ -45,7 +46,10 @@ from sandboxes.schemas import SANDBOX_ID
     "agent.spawn",
     description="Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running "
     "sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it "
-    "through a private env file; behind the credential proxy, provider keys only as placeholders.",
+    "through a private env file; behind the credential proxy, provider keys only as placeholders. "
+    "steering: the agent gets its own token (COCOON_URL, COCOON_TOKEN) that creates and sees only its own "
+    "sandboxes, within these ceilings and never beyond its parent's (no wider network than its sandbox's, "
+    "only its providers, no more CPUs or memory than its sandbox); the token ends with the agent.",
     params=obj(
         {
             "sandboxId": SANDBOX_ID,
@@ -57,6 +61,7 @@ from sandboxes.schemas import SANDBOX_ID
             "cols": integer(minimum=20, maximum=500),
             "rows": integer(minimum=5, maximum=300),
             "budget": BUDGET,
+            "steering": CEILINGS,
         },
         required=("sandboxId", "profile"),
     ),
@@ -75,6 +80,7 @@ def agent_spawn(call: Call) -> dict[str, Any]:
         providers=params.get("providers"),
         model=params.get("model"),
         budget=params.get("budget"),
+        steering=params.get("steering"),
         cols=params.get("cols", 120),
         rows=params.get("rows", 40),
     )

@@ -63,6 +63,9 @@ class Agent(models.Model):
     sandbox_boot = models.CharField(max_length=20, blank=True)
     # What it may spend ({cost?, tokens?}, cocoon.schema.BUDGET); None: no limit of its own.
     budget = models.JSONField(null=True, blank=True)
+    # A steering agent's: {ceilings: what its token may ask for (cocoon.schemas.CEILINGS), parent: the
+    # token that spawned it, or None}; its token is made at each start and revoked when it ends.
+    steering = models.JSONField(null=True, blank=True)
     # The task it works for (a step of a task's workflow), if any: its usage counts for the task too.
     task_id = models.CharField(max_length=40, blank=True, db_index=True)
     # The CLI's own session (Claude Code's session id, Codex's thread id) as its hooks last named it.

@@ -23,6 +23,7 @@ from cocoon.schema import (
     string,
     timestamp,
 )
+from cocoon.schemas import CEILINGS
 from cocoon.settings_schema import SECRET_NAME_PATTERN
 
 NUMBER = {"type": "number"}
@@ -44,6 +45,7 @@ AGENT = obj(
         "cliSessionId": nullable(STRING),  # the CLI's own session (what a resume picks up), once known
         "taskId": nullable(STRING),  # the task it works for (a step of its workflow), if any
         "budget": nullable(BUDGET),
+        "steering": nullable(CEILINGS),  # a steering agent's token's ceilings (agent.spawn {steering})
         "createdAt": TIMESTAMP,
         "lastActivityAt": TIMESTAMP,
     }
@@ -114,6 +116,7 @@ def serialize_agent(agent: Agent) -> dict[str, Any]:
         "cliSessionId": agent.cli_session_id or None,
         "taskId": agent.task_id or None,
         "budget": agent.budget,
+        "steering": agent.steering["ceilings"] if agent.steering is not None else None,
         "createdAt": agent.created_at.isoformat(),
         "lastActivityAt": agent.last_activity_at.isoformat(),
     }

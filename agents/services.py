@@ -24,16 +24,17 @@ from agents.models import Agent, AgentProfile, new_agent_id
 from agents.profiles import get_profile, resume_command
 from agents.schemas import serialize_agent
 from agents.types import Explanation, HookSeen, Screen
-from cocoon import activity, config, events, tenancy
-from cocoon.actors import Actor
+from cocoon import activity, config, events, system, tenancy, tokens
+from cocoon.actors import Actor, Ceilings
 from cocoon.choices import TokenScope, Visibility
 from cocoon.errors import Conflict, InvalidParams, interpolate_lazy
 from cocoon.lookup import get_or_not_found, must_exist
 from egress import credentials as egress_credentials
 from egress import services as egress
-from sandboxes.choices import SandboxState
+from sandboxes.choices import NetworkMode, SandboxState
 from sandboxes.drivers import get_driver
 from sandboxes.drivers.base import DriverError
+from sandboxes.models import Sandbox
 from sandboxes.nodes import driver_of
 from sandboxes.services import get_sandbox
 
@@ -119,10 +120,14 @@ def spawn_agent(
     rows: int = 40,
     task_id: str = "",
     budget: dict[str, Any] | None = None,
+    steering: dict[str, Any] | None = None,
 ) -> Agent:
     sandbox = get_sandbox(sandbox_id).ensure_running()
     profile = get_profile(profile_name)
     project = str(sandbox.project_id)
+    if steering is not None:  # before anything is made: ceiling_exceeded for ceilings beyond its parent's
+        ceilings = tenancy.narrowed(_steering_bounds(actor, sandbox, profile, providers), steering)
+        steering = {"ceilings": ceilings.document(), "parent": tokens.steering_parent(actor)}
     # A spawn counts against its project's agents quota (its lock held until the row is written).
     with tenancy.within_quota(project, {"agents": 1}, lambda: {"agents": _running_in(project)}):
         # The row is written once the session exists: the poller must never see an agent whose tmux
@@ -136,6 +141,7 @@ def spawn_agent(
             last_input_at=timezone.now() if prompt else None,
             task_id=task_id,
             budget=budget,
+            steering=steering,
         )
         command = list(profile.command)
         if prompt and profile.prompt_mode == PromptMode.ARGUMENT:
@@ -158,6 +164,21 @@ def spawn_agent(
     if prompt and profile.prompt_mode == PromptMode.TYPED:
         send_input(agent.id, prompt, actor=actor)
     return agent
+
+
+def _steering_bounds(
+    actor: Actor, sandbox: Sandbox, profile: AgentProfile, providers: list[str] | None
+) -> Ceilings:
+    """The most a steering agent's token may ask for: what its spawner's may, and no wider a network than
+    its sandbox's, only the providers it gets itself, no more CPUs or memory than its sandbox has."""
+    own = actor.ceilings
+    modes = NetworkMode.values[: NetworkMode.values.index(sandbox.network) + 1]
+    return Ceilings(
+        networks=tuple(mode for mode in modes if own.networks is None or mode in own.networks),
+        providers=tuple(egress_credentials.choose(providers, profile.secrets)),  # within own's (spawn checks)
+        cpus=min(sandbox.cpus, own.cpus or sandbox.cpus),
+        memory_mb=min(sandbox.memory_mb, own.memory_mb or sandbox.memory_mb),
+    )
 
 
 def _running_in(project: str) -> int:
@@ -187,14 +208,26 @@ def _start(
     variables = {**profile.env, **credentials, **env, "COCOON_AGENT_ID": agent.id}
     if granted:
         egress.grant(sandbox, granted)
+    token = None
+    if agent.steering is not None:
+        ceilings, parent = Ceilings.of(agent.steering["ceilings"]), agent.steering["parent"]
+        minted = tokens.create_steering_token(agent.id, str(sandbox.project_id), ceilings, parent)
+        if minted is not None:  # None: its parent's token was revoked meanwhile (a resume): so is its own
+            token, plain = minted
+            variables |= {"COCOON_URL": system.public_url(), "COCOON_TOKEN": plain}
     start = partial(tmux.start_session, sandbox.id, agent.id, command, variables, cols, rows)
     # The CLI's files merged as if the home had none of them (a fresh sandbox: one exec), and merged
     # again into what it has when it has some.
     paths = hooks.paths(profile)
     try:
-        agent.sandbox_boot = start(hooks.merge(dict.fromkeys(paths), variables), create_only=bool(paths))
-    except tmux.HomeFilesFound as home:
-        agent.sandbox_boot = start(hooks.merge(home.found, variables))
+        try:
+            agent.sandbox_boot = start(hooks.merge(dict.fromkeys(paths), variables), create_only=bool(paths))
+        except tmux.HomeFilesFound as home:
+            agent.sandbox_boot = start(hooks.merge(home.found, variables))
+    except BaseException:
+        if token is not None:  # a token nothing holds: made for a start that failed
+            token.delete()
+        raise
 
 
 def resume(agent: Agent) -> bool:
@@ -235,6 +268,8 @@ def end(agent: Agent, reason: str, rule: str, *, final: bool = False, **fields: 
     }
     if not final and not save_live(agent, fields):
         return False
+    if agent.steering is not None:
+        tokens.end_steering(agent.id)
     for name, value in fields.items():
         setattr(agent, name, value)
     if final:
@@ -248,6 +283,12 @@ def end(agent: Agent, reason: str, rule: str, *, final: bool = False, **fields: 
         )
     publish(agent)
     return True
+
+
+def deleted(sender: Any, instance: Agent, **kwargs: Any) -> None:
+    """An agent's row was deleted (with its sandbox): its steering tokens are revoked."""
+    if instance.steering is not None:
+        tokens.end_steering(instance.id)
 
 
 def save_live(agent: Agent, fields: dict[str, Any]) -> bool:

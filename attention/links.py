@@ -7,7 +7,6 @@ settings notifications.linkMinutes and until an answer is given through it (the 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.conf import settings
 from django.core import signing
 from django.urls import reverse
 from django.utils import timezone
@@ -15,7 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from attention.choices import ItemState
 from attention.models import Item, new_link_nonce
-from cocoon import config
+from cocoon import config, system
 from cocoon.errors import Forbidden
 
 SALT = "cocoon.attention.answer-link"
@@ -25,18 +24,9 @@ class LinkInvalid(Forbidden):
     """The link opens nothing (any more)."""
 
 
-def base_url() -> str:
-    """Where people reach cocoond: COCOON_URL, else the address it binds to."""
-    if settings.COCOON_URL:
-        return settings.COCOON_URL
-    host, _sep, port = settings.COCOON_BIND.rpartition(":")
-    host = "127.0.0.1" if host in {"0.0.0.0", "[::]", ""} else host  # noqa: S104 - a comparison
-    return f"http://{host}:{port}"
-
-
 def make(item: Item) -> str:
     token = signing.dumps({"i": item.id, "n": item.link_nonce}, salt=SALT)
-    return base_url() + reverse("ui:answer", args=[token])
+    return system.public_url() + reverse("ui:answer", args=[token])
 
 
 def resolve(token: str) -> Item:

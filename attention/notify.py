@@ -33,7 +33,7 @@ from attention import links
 from attention.choices import DeliveryState, ItemState
 from attention.models import Delivery, Item
 from attention.schemas import render_title, serialize_item
-from cocoon import channel_secrets, config, vault
+from cocoon import channel_secrets, config, system, vault
 from cocoon.choices import ChannelType
 from cocoon.errors import NotFound
 from cocoon.schema import zone
@@ -252,7 +252,7 @@ class Message:
     @classmethod
     def test(cls, channel: str) -> "Message":
         title = f"cocoon: test of channel {channel}"
-        payload = {"type": "notifications.test", "channel": channel, "link": links.base_url()}
+        payload = {"type": "notifications.test", "channel": channel, "link": system.public_url()}
         return cls(title=title, body="This is a test notification from cocoon.", payload=payload)
 
 

@@ -26,6 +26,16 @@ class Ceilings:
             memory_mb=document.get("memoryMb"),
         )
 
+    def document(self) -> dict[str, Any]:
+        """As a token stores them: only the kinds it has a ceiling of."""
+        kinds = {"networks": self.networks, "providers": self.providers, "cpus": self.cpus}
+        kinds["memoryMb"] = self.memory_mb
+        return {
+            kind: list(value) if isinstance(value, tuple) else value
+            for kind, value in kinds.items()
+            if value is not None
+        }
+
 
 @dataclass(frozen=True)
 class Actor:

@@ -71,8 +71,9 @@ class Methods:
         cols: int | None = None,
         rows: int | None = None,
         budget: dict | None = None,
+        steering: dict | None = None,
     ) -> Any:
-        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders."""
+        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders. steering: the agent gets its own token (COCOON_URL, COCOON_TOKEN) that creates and sees only its own sandboxes, within these ceilings and never beyond its parent's (no wider network than its sandbox's, only its providers, no more CPUs or memory than its sandbox); the token ends with the agent."""
         return self.call(
             "agent.spawn",
             _params(
@@ -86,6 +87,7 @@ class Methods:
                     "cols": cols,
                     "rows": rows,
                     "budget": budget,
+                    "steering": steering,
                 }
             ),
         )
@@ -910,8 +912,9 @@ class AsyncMethods:
         cols: int | None = None,
         rows: int | None = None,
         budget: dict | None = None,
+        steering: dict | None = None,
     ) -> Any:
-        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders."""
+        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders. steering: the agent gets its own token (COCOON_URL, COCOON_TOKEN) that creates and sees only its own sandboxes, within these ceilings and never beyond its parent's (no wider network than its sandbox's, only its providers, no more CPUs or memory than its sandbox); the token ends with the agent."""
         return await self.call(
             "agent.spawn",
             _params(
@@ -925,6 +928,7 @@ class AsyncMethods:
                     "cols": cols,
                     "rows": rows,
                     "budget": budget,
+                    "steering": steering,
                 }
             ),
         )

@@ -77,6 +77,12 @@ class ApiToken(models.Model):
     # The most an agent token may ask for (cocoon.actors.Ceilings; cocoon.schemas.CEILINGS): {} none.
     ceilings = models.JSONField(default=dict, blank=True)
     own_sandboxes = models.BooleanField(default=False)
+    # A steering agent's token (agent.spawn {steering}): revoked when that agent ends, and with it every
+    # token made below it (parent: the token of the agent that spawned it, if it had one).
+    agent = models.CharField(max_length=40, blank=True, db_index=True)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
     # A user-scope token's person: it acts as they do at each call (in project, if they are a member).
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"

@@ -51,6 +51,8 @@ CEILINGS = obj(
     }
 )
 
+# A steering agent's token: the agent it dies with, and the token that spawned that agent (null: none).
+STEERING = {"agentId": nullable(STRING), "parentId": nullable(STRING)}
 TOKEN = obj(
     {
         "id": STRING,
@@ -60,6 +62,7 @@ TOKEN = obj(
         "sandboxes": TOKEN_SANDBOXES,
         "user": nullable(STRING),  # a user-scope token's person
         "ceilings": CEILINGS,
+        **STEERING,
         "createdAt": TIMESTAMP,
         "lastUsedAt": nullable(TIMESTAMP),
         "expiresAt": nullable(TIMESTAMP),  # null: valid until revoked
@@ -75,6 +78,7 @@ CREATED_TOKEN = obj(
         "sandboxes": TOKEN_SANDBOXES,
         "user": nullable(STRING),
         "ceilings": CEILINGS,
+        **STEERING,
         "expiresAt": nullable(TIMESTAMP),
         "token": STRING,
     }
@@ -118,6 +122,8 @@ def _token_reach(token: ApiToken) -> dict[str, Any]:
         "sandboxes": "own" if token.own_sandboxes else "project",
         "user": token.user.get_username() if token.user else None,
         "ceilings": token.ceilings,
+        "agentId": token.agent or None,
+        "parentId": token.parent_id,
     }
 
 

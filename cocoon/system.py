@@ -11,6 +11,15 @@ import cocoon
 _parts: list[Callable[[], dict[str, Any]]] = []
 
 
+def public_url() -> str:
+    """Where people and steering agents reach cocoond: COCOON_URL, else the address it binds to."""
+    if settings.COCOON_URL:
+        return settings.COCOON_URL
+    host, _sep, port = settings.COCOON_BIND.rpartition(":")
+    host = "127.0.0.1" if host in {"0.0.0.0", "[::]", ""} else host  # noqa: S104 - a comparison
+    return f"http://{host}:{port}"
+
+
 def register_info(part: Callable[[], dict[str, Any]]) -> None:
     _parts.append(part)
 

@@ -18,7 +18,7 @@ from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import locks
-from cocoon.actors import Actor
+from cocoon.actors import Actor, Ceilings
 from cocoon.choices import Role, TokenScope
 from cocoon.errors import CeilingExceeded, Conflict, Forbidden, NotFound, QuotaExceeded
 from cocoon.lookup import get_or_not_found
@@ -140,7 +140,17 @@ def within_ceilings(
 ) -> None:
     """ceiling_exceeded, naming the ceiling, its limit and what was asked, unless what actor asks for is
     within its token's ceilings."""
-    ceilings = actor.ceilings
+    _check_ceilings(actor.ceilings, network=network, cpus=cpus, memory_mb=memory_mb, providers=providers)
+
+
+def _check_ceilings(
+    ceilings: Ceilings,
+    *,
+    network: str | None = None,
+    cpus: float | None = None,
+    memory_mb: int | None = None,
+    providers: list[str] | None = None,
+) -> None:
     refused: tuple[str, Any, Any] | None = None
     if network is not None and ceilings.networks is not None and network not in ceilings.networks:
         refused = ("networks", ", ".join(ceilings.networks) or "-", network)
@@ -153,6 +163,23 @@ def within_ceilings(
     if refused is not None:
         details = dict(zip(("ceiling", "limit", "asked"), refused, strict=True))
         raise CeilingExceeded(CEILING_EXCEEDED, details=details, **details)
+
+
+def narrowed(bounds: Ceilings, asked: dict[str, Any]) -> Ceilings:
+    """The ceilings of a token made within bounds (a steering agent's, within its parent's): what asked
+    (cocoon.schemas.CEILINGS) names, where it is within bounds (else ceiling_exceeded), bounds elsewhere."""
+    wanted = Ceilings.of(asked)
+    for network in wanted.networks or ():
+        _check_ceilings(bounds, network=network)
+    _check_ceilings(
+        bounds, cpus=wanted.cpus, memory_mb=wanted.memory_mb, providers=list(wanted.providers or ())
+    )
+    return Ceilings(
+        networks=wanted.networks if wanted.networks is not None else bounds.networks,
+        providers=wanted.providers if wanted.providers is not None else bounds.providers,
+        cpus=wanted.cpus if wanted.cpus is not None else bounds.cpus,
+        memory_mb=wanted.memory_mb if wanted.memory_mb is not None else bounds.memory_mb,
+    )
 
 
 def update_project(

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity, events, tenancy, tokencache
-from cocoon.actors import ENV_ACTOR, Actor, Ceilings
+from cocoon.actors import ENV_ACTOR, SYSTEM_ACTOR, Actor, Ceilings
 from cocoon.choices import TokenScope
 from cocoon.errors import Conflict, TokenExpired, TokenRevoked
 from cocoon.lookup import get_or_not_found
@@ -149,8 +149,46 @@ def create_token(
     return token, plain
 
 
+def steering_parent(actor: Actor) -> str | None:
+    """The token whose revocation ends the tokens of the steering agents actor spawns: actor's own, if it
+    is a token of the table (not COCOON_TOKEN, not a session)."""
+    return actor.token_id if ApiToken.objects.filter(pk=actor.token_id).exists() else None
+
+
+def create_steering_token(
+    agent_id: str, project: str, ceilings: Ceilings, parent: str | None
+) -> tuple[ApiToken, str] | None:
+    """The token a steering agent gets at each start (agent.spawn {steering}): in its sandbox's project,
+    on the sandboxes it creates itself only, within ceilings; revoked when the agent ends (end_steering)
+    or when parent (steering_parent) is. None once parent is gone: the agent's line has ended. No activity
+    entry: the agent's spawn is the one."""
+    with transaction.atomic():
+        if parent is not None and not ApiToken.objects.select_for_update().filter(pk=parent).exists():
+            return None
+        plain = generate_token()
+        token = ApiToken.objects.create(
+            name=f"steering {agent_id}",
+            scope=TokenScope.AGENT,
+            token_hash=hash_token(plain),
+            project_id=project,
+            own_sandboxes=True,
+            ceilings=ceilings.document(),
+            agent=agent_id,
+            parent_id=parent,
+        )
+    return token, plain
+
+
+def end_steering(agent_id: str) -> None:
+    """An agent ended: its steering tokens are revoked, and every token below them."""
+    with transaction.atomic():
+        for token in ApiToken.objects.filter(agent=agent_id):
+            _revoke(token, SYSTEM_ACTOR)
+
+
 def revoke_token(token_id: str, *, actor: Actor, own: bool = False) -> None:
-    """Revoke a token (if own, one of actor's person's own only: another's is not found)."""
+    """Revoke a token (if own, one of actor's person's own only: another's is not found), and every
+    steering token made below it."""
     with transaction.atomic():
         tokens = ApiToken.objects.all()
         if own:
@@ -159,12 +197,19 @@ def revoke_token(token_id: str, *, actor: Actor, own: bool = False) -> None:
         other_admins = ApiToken.objects.live().filter(scope=TokenScope.ADMIN).exclude(pk=token.pk)
         if token.scope == TokenScope.ADMIN and not settings.COCOON_TOKEN and not other_admins.exists():
             raise Conflict(_("The last admin token cannot be revoked: create another admin token first."))
-        RevokedToken.objects.update_or_create(
-            token_hash=token.token_hash, defaults={"token_id": token.id, "name": token.name}
-        )
-        token.delete()
-        # Before the activity entry: its connections must be gone before their own revocation is published.
-        recheck_connections(token_id)
-        activity.record("token.revoked", {"name": token.name}, actor=actor)
-        if token.bootstrap:
-            transaction.on_commit(lambda: settings.ADMIN_TOKEN_FILE.unlink(missing_ok=True))
+        _revoke(token, actor)
+
+
+def _revoke(token: ApiToken, actor: Actor) -> None:
+    for child in token.children.all():  # before the row goes: its delete would take them silently
+        _revoke(child, actor)
+    token_id = token.id  # the delete sets it to None
+    RevokedToken.objects.update_or_create(
+        token_hash=token.token_hash, defaults={"token_id": token_id, "name": token.name}
+    )
+    token.delete()
+    # Before the activity entry: its connections must be gone before their own revocation is published.
+    recheck_connections(token_id)
+    activity.record("token.revoked", {"name": token.name}, actor=actor)
+    if token.bootstrap:
+        transaction.on_commit(lambda: settings.ADMIN_TOKEN_FILE.unlink(missing_ok=True))

@@ -17,7 +17,7 @@ from agents.models import Agent
 from attention import answers, feed, links, notify
 from attention.choices import DeliveryState, ItemState
 from attention.models import Delivery, Item
-from cocoon import config, vault
+from cocoon import config, system, vault
 from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.choices import AttentionKind, TokenScope
 from cocoon.errors import CocoonError, Conflict, InvalidParams
@@ -363,7 +363,7 @@ def test_an_answer_link_opens_only_its_own_item_and_refuses_forged_expired_and_u
     agent = blocked(make_agent())
     [item] = items(agent_id=agent.id)
     url = links.make(item)
-    path = url.removeprefix(links.base_url())
+    path = url.removeprefix(system.public_url())
     page = Client().get(path)
     assert page.status_code == 200
     assert QUESTION.strip() in page.content.decode()
@@ -393,7 +393,7 @@ def test_an_answer_link_opens_only_its_own_item_and_refuses_forged_expired_and_u
 def test_a_failed_answer_gives_the_link_back_and_a_second_answer_through_the_same_link_is_refused():
     agent = blocked(make_agent())  # its sandbox row has no container: sending the keys fails
     [item] = items(agent_id=agent.id)
-    path = links.make(item).removeprefix(links.base_url())
+    path = links.make(item).removeprefix(system.public_url())
     seen = answers.question(item).fingerprint
     failed = Client().post(path, {"answer": "0", "seen": seen})
     assert failed.status_code == 200
@@ -452,7 +452,7 @@ def test_a_dead_channel_is_tried_once_per_retry_not_once_per_item():
 def test_an_answer_to_a_question_that_changed_since_the_page_was_opened_is_refused():
     agent = blocked(make_agent())
     [item] = items(agent_id=agent.id)
-    path = links.make(item).removeprefix(links.base_url())
+    path = links.make(item).removeprefix(system.public_url())
     seen = answers.question(item).fingerprint
     set_status(agent, "blocked", last_screen="rm -rf /workspace? [y/n] ")  # a new question, same item
     page = Client().post(path, {"answer": "0", "seen": seen}).content.decode()
@@ -527,8 +527,8 @@ def test_an_agent_still_blocked_after_an_answer_from_its_link_is_sent_again_with
         assert deliver_all() == {"hook": "sent"}
         first, second = (request.json()["link"] for request in hooks.requests)
     assert first != second
-    assert Client().get(first.removeprefix(links.base_url())).status_code == 403
-    assert Client().get(second.removeprefix(links.base_url())).status_code == 200
+    assert Client().get(first.removeprefix(system.public_url())).status_code == 403
+    assert Client().get(second.removeprefix(system.public_url())).status_code == 200
     blocked(agent)  # a screen move with no answer in between sends nothing more
     assert Delivery.objects.filter(state=DeliveryState.SCHEDULED).count() == 0
 

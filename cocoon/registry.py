@@ -32,6 +32,13 @@ class Call:
         self.actor = actor
         self.connection = connection  # the WebSocket consumer, for methods that need one (events.*)
         self._language = language
+        self.checked: dict[str, Any] = {}  # the rows owner checks loaded, by param (Call.row)
+
+    def row(self, param: str, load: Callable[[Any], Any]) -> Any:
+        """The object params[param] names: the row its owner check loaded already, else load(value)."""
+        if param in self.checked:
+            return self.checked[param]
+        return load(self.params[param])
 
     @property
     def language(self) -> str:
@@ -41,7 +48,8 @@ class Call:
 
 
 Handler = Callable[[Call], Any]
-# Raises not_found when the actor may not see the object a param names (cocoon.tenancy).
+# Raises not_found when the actor may not see the object a param names (cocoon.tenancy); what it returns
+# (the row it loaded, or None) the handler gets as Call.row's, not loading it again.
 OwnerCheck = Callable[[Actor, Any], object]
 
 
@@ -169,14 +177,13 @@ class Registry:
         # events.* run in the event loop, where nothing may wait for the database: what a subscription
         # naming someone else's sandbox hears is filtered as it is sent (events.may_hear), so it hears
         # nothing, exactly as one naming a missing sandbox.
+        call = Call(params=params, actor=actor, language=language, connection=connection)
         if not actor.sees_everything and not method.ws_only:
             for param, check in self._owned.items():
-                if (value := params.get(param)) is not None:
-                    check(actor, value)
+                if (value := params.get(param)) is not None and (row := check(actor, value)) is not None:
+                    call.checked[param] = row
         try:
-            result = method.handler(
-                Call(params=params, actor=actor, language=language, connection=connection)
-            )
+            result = method.handler(call)
         except CocoonError:
             raise
         except Exception as error:

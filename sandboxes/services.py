@@ -15,7 +15,7 @@ from cocoon import activity, config, events, settings_checks, tenancy
 from cocoon.actors import Actor
 from cocoon.choices import Visibility
 from cocoon.errors import Conflict, Forbidden, Timeout, field_error, interpolate_lazy
-from cocoon.lookup import get_or_not_found, must_exist
+from cocoon.lookup import get_or_not_found
 from sandboxes import networking, signals
 from sandboxes.baseline import baseline, clone_repository
 from sandboxes.choices import NetworkMode, SandboxState
@@ -70,10 +70,10 @@ def get_sandbox(sandbox_id: str, actor: Actor | None = None) -> Sandbox:
     return get_or_not_found(sandboxes, sandbox_id, SANDBOX_NOT_FOUND, id=sandbox_id)
 
 
-def check_visible(actor: Actor, sandbox_id: str) -> None:
+def check_visible(actor: Actor, sandbox_id: str) -> Sandbox:
     """registry.owned's check of sandboxId: not_found, word for word as for a missing one, unless actor
-    may see it."""
-    must_exist(Sandbox.objects.visible_to(actor), sandbox_id, SANDBOX_NOT_FOUND, id=sandbox_id)
+    may see it; the row, for the handler (Call.row)."""
+    return get_sandbox(sandbox_id, actor)
 
 
 def sandbox_owner(sandbox_id: str) -> tenancy.Owner | None:

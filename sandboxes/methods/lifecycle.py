@@ -61,7 +61,7 @@ def sandbox_list(call: Call) -> list[dict[str, Any]]:
     agent_side=True,
 )
 def sandbox_get(call: Call) -> dict[str, Any]:
-    return serialize_sandbox(services.get_sandbox(call.params["sandboxId"]))
+    return serialize_sandbox(call.row("sandboxId", services.get_sandbox))
 
 
 @registry.method(

@@ -49,7 +49,8 @@ from sandboxes.schemas import SANDBOX_ID
     "through a private env file; behind the credential proxy, provider keys only as placeholders. "
     "steering: the agent gets its own token (COCOON_URL, COCOON_TOKEN) that creates and sees only its own "
     "sandboxes, within these ceilings and never beyond its parent's (no wider network than its sandbox's, "
-    "only its providers, no more CPUs or memory than its sandbox); the token ends with the agent.",
+    "only its providers, no more CPUs or memory than its sandbox), its budget carved out of the spawner's "
+    "if the spawner's token has a budget ceiling; the token ends with the agent.",
     params=obj(
         {
             "sandboxId": SANDBOX_ID,

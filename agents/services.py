@@ -7,6 +7,7 @@ writes /opt/cocoon/status/<id>) and, where they say nothing, from the screen and
 
 import logging
 import time
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any
 
@@ -125,11 +126,23 @@ def spawn_agent(
     sandbox = get_sandbox(sandbox_id).ensure_running()
     profile = get_profile(profile_name)
     project = str(sandbox.project_id)
+    steering_carved: AbstractContextManager[dict[str, Any] | None] = nullcontext(None)
     if steering is not None:  # before anything is made: ceiling_exceeded for ceilings beyond its parent's
-        ceilings = tenancy.narrowed(_steering_bounds(actor, sandbox, profile, providers), steering)
-        steering = {"ceilings": ceilings.document(), "parent": tokens.steering_parent(actor)}
-    # A spawn counts against its project's agents quota (its lock held until the row is written).
-    with tenancy.within_quota(project, {"agents": 1}, lambda: {"agents": _running_in(project)}):
+        ceilings = tenancy.narrowed(_steering_bounds(actor, sandbox, profile, providers), steering).document()
+        steering_carved = tenancy.carving(actor, ceilings.get("budget"))
+    # A spawn counts against its project's agents quota (its lock held until the row is written). What
+    # a token with a budget ceiling spawns spends out of its budget: in a sandbox it made, that sandbox's
+    # carved budget bounds the agent; elsewhere the agent's own is carved out, and a steering agent's
+    # token's budget always is (each given back if the spawn fails).
+    in_own = sandbox.creator == actor.token_id
+    with (
+        steering_carved as steering_budget,
+        nullcontext(budget) if in_own else tenancy.carving(actor, budget) as budget,
+        tenancy.within_quota(project, {"agents": 1}, lambda: {"agents": _running_in(project)}),
+    ):
+        if steering is not None:
+            ceilings |= {"budget": steering_budget} if steering_budget else {}
+            steering = {"ceilings": ceilings, "parent": tokens.steering_parent(actor)}
         # The row is written once the session exists: the poller must never see an agent whose tmux
         # session is not there yet (it would take it for exited).
         # A first prompt is the agent's first input: it has a task from the start.

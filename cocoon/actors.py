@@ -7,13 +7,15 @@ from cocoon.choices import Role, TokenScope, Visibility
 @dataclass(frozen=True)
 class Ceilings:
     """The most a token may ask for, whatever the server allows (tokens.create {ceilings}; checked by
-    cocoon.tenancy.within_ceilings): network modes, providers its agents get, a sandbox's CPUs and memory.
-    None: no ceiling of that kind."""
+    cocoon.tenancy.within_ceilings): network modes, providers its agents get, a sandbox's CPUs and memory,
+    and a budget (cost, tokens) that what it makes is carved out of (cocoon.tenancy.carving). None: no
+    ceiling of that kind."""
 
     networks: tuple[str, ...] | None = None
     providers: tuple[str, ...] | None = None
     cpus: float | None = None
     memory_mb: int | None = None
+    budget: tuple[tuple[str, float], ...] | None = None  # {cost?, tokens?} as items: frozen
 
     @classmethod
     def of(cls, document: dict[str, Any]) -> "Ceilings":
@@ -24,12 +26,16 @@ class Ceilings:
             providers=tuple(providers) if providers is not None else None,
             cpus=document.get("cpus"),
             memory_mb=document.get("memoryMb"),
+            budget=tuple(sorted(document["budget"].items())) if "budget" in document else None,
         )
 
     def document(self) -> dict[str, Any]:
         """As a token stores them: only the kinds it has a ceiling of."""
-        kinds = {"networks": self.networks, "providers": self.providers, "cpus": self.cpus}
-        kinds["memoryMb"] = self.memory_mb
+        kinds: dict[str, Any] = {"networks": self.networks, "providers": self.providers, "cpus": self.cpus}
+        kinds |= {
+            "memoryMb": self.memory_mb,
+            "budget": dict(self.budget) if self.budget is not None else None,
+        }
         return {
             kind: list(value) if isinstance(value, tuple) else value
             for kind, value in kinds.items()

@@ -73,7 +73,7 @@ class Methods:
         budget: dict | None = None,
         steering: dict | None = None,
     ) -> Any:
-        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders. steering: the agent gets its own token (COCOON_URL, COCOON_TOKEN) that creates and sees only its own sandboxes, within these ceilings and never beyond its parent's (no wider network than its sandbox's, only its providers, no more CPUs or memory than its sandbox); the token ends with the agent."""
+        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders. steering: the agent gets its own token (COCOON_URL, COCOON_TOKEN) that creates and sees only its own sandboxes, within these ceilings and never beyond its parent's (no wider network than its sandbox's, only its providers, no more CPUs or memory than its sandbox), its budget carved out of the spawner's if the spawner's token has a budget ceiling; the token ends with the agent."""
         return self.call(
             "agent.spawn",
             _params(
@@ -730,7 +730,7 @@ class Methods:
         sandboxes: str | None = None,
         ceilings: dict | None = None,
     ) -> Any:
-        """Create a token. The plain token is in this answer only; it is never shown again."""
+        """Create a token. The plain token is in this answer only; it is never shown again. An agent token may carry ceilings: network modes, providers, a sandbox's CPUs and memory, and a budget that each sandbox, task or steering agent it makes gets its own out of (ceiling_exceeded past them)."""
         return self.call(
             "tokens.create",
             _params(
@@ -914,7 +914,7 @@ class AsyncMethods:
         budget: dict | None = None,
         steering: dict | None = None,
     ) -> Any:
-        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders. steering: the agent gets its own token (COCOON_URL, COCOON_TOKEN) that creates and sees only its own sandboxes, within these ceilings and never beyond its parent's (no wider network than its sandbox's, only its providers, no more CPUs or memory than its sandbox); the token ends with the agent."""
+        """Start an agent (profile: claude-code, codex, shell, ...) in a tmux session of a running sandbox, optionally with a first prompt, providers and a model. Secrets of the profile reach it through a private env file; behind the credential proxy, provider keys only as placeholders. steering: the agent gets its own token (COCOON_URL, COCOON_TOKEN) that creates and sees only its own sandboxes, within these ceilings and never beyond its parent's (no wider network than its sandbox's, only its providers, no more CPUs or memory than its sandbox), its budget carved out of the spawner's if the spawner's token has a budget ceiling; the token ends with the agent."""
         return await self.call(
             "agent.spawn",
             _params(
@@ -1591,7 +1591,7 @@ class AsyncMethods:
         sandboxes: str | None = None,
         ceilings: dict | None = None,
     ) -> Any:
-        """Create a token. The plain token is in this answer only; it is never shown again."""
+        """Create a token. The plain token is in this answer only; it is never shown again. An agent token may carry ceilings: network modes, providers, a sandbox's CPUs and memory, and a budget that each sandbox, task or steering agent it makes gets its own out of (ceiling_exceeded past them)."""
         return await self.call(
             "tokens.create",
             _params(

@@ -211,7 +211,9 @@ def tokens_list(call: Call) -> list[dict[str, Any]]:
 
 @registry.method(
     "tokens.create",
-    description="Create a token. The plain token is in this answer only; it is never shown again.",
+    description="Create a token. The plain token is in this answer only; it is never shown again. An agent "
+    "token may carry ceilings: network modes, providers, a sandbox's CPUs and memory, and a budget that "
+    "each sandbox, task or steering agent it makes gets its own out of (ceiling_exceeded past them).",
     params=obj(
         {
             "name": NAME,

@@ -76,6 +76,8 @@ class ApiToken(models.Model):
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     # The most an agent token may ask for (cocoon.actors.Ceilings; cocoon.schemas.CEILINGS): {} none.
     ceilings = models.JSONField(default=dict, blank=True)
+    # What of its budget ceiling it has carved out for what it made ({cost?, tokens?}): never given back.
+    carved = models.JSONField(default=dict, blank=True)
     own_sandboxes = models.BooleanField(default=False)
     # A steering agent's token (agent.spawn {steering}): revoked when that agent ends, and with it every
     # token made below it (parent: the token of the agent that spawned it, if it had one).

@@ -11,6 +11,7 @@ from cocoon.models import ActivityEntry, ApiToken, Membership, Project, Secret
 from cocoon.schema import (
     ANY_OBJECT,
     BOOLEAN,
+    BUDGET,
     INTEGER,
     STRING,
     TIMESTAMP,
@@ -48,11 +49,18 @@ CEILINGS = obj(
         "providers": array(string(pattern=PROVIDER_ID_PATTERN), maxItems=20, uniqueItems=True),
         "cpus": {"type": "number", "exclusiveMinimum": 0, "maximum": 1024},
         "memoryMb": integer(minimum=16, maximum=4 * 1024 * 1024),
+        # What everything the token makes may spend together: each sandbox, task or steering agent it
+        # makes gets a budget carved out of what is left (cocoon.tenancy.carving).
+        "budget": obj(
+            {"cost": BUDGET["properties"]["cost"], "tokens": BUDGET["properties"]["tokens"]}, minProperties=1
+        ),
     }
 )
 
 # A steering agent's token: the agent it dies with, and the token that spawned that agent (null: none).
 STEERING = {"agentId": nullable(STRING), "parentId": nullable(STRING)}
+# What of a budget ceiling the token has carved out for what it made ({} without one).
+CARVED = obj({"cost": {"type": "number"}, "tokens": INTEGER})
 TOKEN = obj(
     {
         "id": STRING,
@@ -62,6 +70,7 @@ TOKEN = obj(
         "sandboxes": TOKEN_SANDBOXES,
         "user": nullable(STRING),  # a user-scope token's person
         "ceilings": CEILINGS,
+        "carved": CARVED,
         **STEERING,
         "createdAt": TIMESTAMP,
         "lastUsedAt": nullable(TIMESTAMP),
@@ -78,6 +87,7 @@ CREATED_TOKEN = obj(
         "sandboxes": TOKEN_SANDBOXES,
         "user": nullable(STRING),
         "ceilings": CEILINGS,
+        "carved": CARVED,
         **STEERING,
         "expiresAt": nullable(TIMESTAMP),
         "token": STRING,
@@ -122,6 +132,7 @@ def _token_reach(token: ApiToken) -> dict[str, Any]:
         "sandboxes": "own" if token.own_sandboxes else "project",
         "user": token.user.get_username() if token.user else None,
         "ceilings": token.ceilings,
+        "carved": token.carved,
         "agentId": token.agent or None,
         "parentId": token.parent_id,
     }

@@ -22,7 +22,7 @@ from cocoon.actors import Actor, Ceilings
 from cocoon.choices import Role, TokenScope
 from cocoon.errors import CeilingExceeded, Conflict, Forbidden, NotFound, QuotaExceeded
 from cocoon.lookup import get_or_not_found
-from cocoon.models import Membership, Project
+from cocoon.models import ApiToken, Membership, Project
 
 DEFAULT_PROJECT = "default"  # where a single user's objects live: nobody has to set a project up
 PROJECT_NOT_FOUND = _("Project %(id)s does not exist.")
@@ -179,7 +179,54 @@ def narrowed(bounds: Ceilings, asked: dict[str, Any]) -> Ceilings:
         providers=wanted.providers if wanted.providers is not None else bounds.providers,
         cpus=wanted.cpus if wanted.cpus is not None else bounds.cpus,
         memory_mb=wanted.memory_mb if wanted.memory_mb is not None else bounds.memory_mb,
+        budget=wanted.budget,  # carved out of the maker's: carving() checks it
     )
+
+
+BUDGET_LEFT = _("This token has %(limit)s of its budget left, not %(asked)s.")
+
+
+@contextmanager
+def carving(actor: Actor, asked: dict[str, Any] | None) -> Iterator[dict[str, Any] | None]:
+    """The budget of what actor makes in the block (a sandbox, a task, a steering agent's token): as asked,
+    and if actor's token has a budget ceiling, carved out of what is left of it — what asked leaves out
+    of a kind, all that is left of it; past what is left, ceiling_exceeded. What is carved out is never
+    given back (what was made may have spent it), except when the block fails: then nothing was made."""
+    if actor.ceilings.budget is None:
+        yield asked
+        return
+    ceiling, lock = dict(actor.ceilings.budget), f"carve-{actor.token_id}"
+    with locks.exclusive(lock):
+        token = ApiToken.objects.get(pk=actor.token_id)
+        left = {kind: round(limit - token.carved.get(kind, 0), 6) for kind, limit in ceiling.items()}
+        given = {kind: (asked or {}).get(kind, left[kind]) for kind in ceiling}
+        for kind in ceiling:
+            if left[kind] <= 0 or given[kind] > left[kind]:
+                details = {"ceiling": f"budget.{kind}", "limit": left[kind], "asked": given[kind]}
+                raise CeilingExceeded(BUDGET_LEFT, details=details, **details)
+        _carve(actor.token_id, given)
+    try:
+        yield (asked or {}) | given
+    except BaseException:
+        with locks.exclusive(lock):
+            _carve(actor.token_id, {kind: -amount for kind, amount in given.items()})
+        raise
+
+
+def _carve(token_id: str, amounts: dict[str, float]) -> None:
+    token = ApiToken.objects.get(pk=token_id)
+    token.carved = {kind: round(token.carved.get(kind, 0) + amounts.get(kind, 0), 6) for kind in amounts}
+    token.save(update_fields=["carved"])
+
+
+def check_not_repeating(actor: Actor) -> None:
+    """A schedule's runs would each spend: a token with a budget ceiling makes none."""
+    if actor.ceilings.budget is not None:
+        details = {"ceiling": "budget", "limit": dict(actor.ceilings.budget), "asked": "schedule"}
+        raise CeilingExceeded(
+            _("A token with a budget ceiling makes no schedules: their runs would spend past it."),
+            details=details,
+        )
 
 
 def update_project(

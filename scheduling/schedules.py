@@ -103,6 +103,7 @@ def _save(schedule: Schedule, key: str, actor: Actor, *, create: bool = False) -
 
 
 def create_schedule(params: dict[str, Any], *, actor: Actor, now: datetime | None = None) -> Schedule:
+    tenancy.check_not_repeating(actor)
     schedule = Schedule(**tenancy.creation(actor))
     _apply(schedule, params)
     workflow.check_author(schedule.template, actor)
@@ -113,6 +114,7 @@ def create_schedule(params: dict[str, Any], *, actor: Actor, now: datetime | Non
 def update_schedule(
     schedule_id: str, params: dict[str, Any], *, actor: Actor, now: datetime | None = None
 ) -> Schedule:
+    tenancy.check_not_repeating(actor)
     schedule = get_schedule(schedule_id)
     timing = (schedule.cron, schedule.timezone, schedule.enabled)
     _apply(schedule, params)

@@ -65,6 +65,20 @@ def create_task(
     checked = workflow.check_template(params)
     if schedule is None:  # a schedule's runs were checked when its template was written
         workflow.check_author(checked, actor)
+    # Its budget carved out of its maker's token's if that has a budget ceiling (the runner acts as the
+    # server: what the task's sandbox and agents spend is bounded by the task's budget).
+    with tenancy.carving(actor, checked.get("budget")) as budget:
+        return _create_task(checked, actor, schedule, scheduled_for, start, budget)
+
+
+def _create_task(
+    checked: dict[str, Any],
+    actor: Actor,
+    schedule: Schedule | None,
+    scheduled_for: Any,
+    start: bool,
+    budget: dict[str, Any] | None,
+) -> Task:
     prompt = checked["prompt"]
     task = Task(
         title=checked.get("title") or (prompt.strip().splitlines() or [""])[0][:200] or "task",
@@ -77,7 +91,7 @@ def create_task(
         schedule=schedule,
         scheduled_for=scheduled_for,
         created_by=actor.label,
-        budget=checked.get("budget"),
+        budget=budget,
         # A schedule's run is the schedule's owner's, whoever (the server) starts it.
         **(tenancy.same_owner(schedule) if schedule else tenancy.creation(actor)),
     )

@@ -108,3 +108,43 @@ def test_a_steering_token_ends_when_its_agent_exits_or_its_sandbox_is_deleted(
     _agent, steer = steering_agent(cocoond, second, project_token, {})
     cocoond.call("sandbox.delete", {"sandboxId": second["id"]}, token=project_token)
     assert error_code(cocoond.post("sandbox.list", token=steer)) == "token_revoked"
+
+
+def test_a_steering_agents_budget_is_carved_out_of_its_parents_and_never_grows(
+    cocoond, project_token, sandbox_image
+):
+    parent = cocoond.call("sandbox.create", {"image": sandbox_image, **PARENT}, token=project_token)
+    agent, steer = steering_agent(cocoond, parent, project_token, {"budget": {"cost": 10}})
+    assert agent["steering"]["budget"] == {"cost": 10}
+
+    def create(token, **params):
+        return cocoond.post("sandbox.create", {"image": sandbox_image, "pool": False, **params}, token=token)
+
+    first = create(steer, budget={"cost": 4}).json()["result"]
+    assert first["budget"] == {"cost": 4}
+    refused(create(steer, budget={"cost": 7}), "budget.cost", 6, 7)
+    # A steering agent below carves its budget out of the same: 3 of the 6 left.
+    below, steer_below = steering_agent(cocoond, first, steer, {"budget": {"cost": 3}})
+    assert below["steering"]["budget"] == {"cost": 3}
+    refused(create(steer_below, budget={"cost": 5}), "budget.cost", 3, 5)
+    # A create that fails gives back what it carved: nothing was made.
+    assert (
+        error_code(create(steer_below, image="cocoon-none:missing", budget={"cost": 2})) == "invalid_params"
+    )
+    assert create(steer_below, budget={"cost": 3}).json()["result"]["budget"] == {"cost": 3}
+    refused(create(steer_below), "budget.cost", 0, 0)
+    # Without a budget asked, a sandbox gets all that is left; then nothing more is made.
+    assert create(steer).json()["result"]["budget"] == {"cost": 3}
+    refused(create(steer), "budget.cost", 0, 0)
+    task = {
+        "prompt": "t",
+        "sandbox": {"network": "none", "limits": {"cpus": 1, "memoryMb": 512}},
+        "workflow": [{"profile": "shell", "prompt": "true"}],
+    }
+    refused(cocoond.post("task.create", task, token=steer), "budget.cost", 0, 0)
+    schedule = {"name": "s", "cron": "0 * * * *", "template": task}
+    response = cocoond.post("schedule.create", schedule, token=steer)
+    assert (error_code(response), response.json()["error"]["details"]["asked"]) == (
+        "ceiling_exceeded",
+        "schedule",
+    )

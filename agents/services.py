@@ -188,7 +188,8 @@ def _steering_bounds(
     modes = NetworkMode.values[: NetworkMode.values.index(sandbox.network) + 1]
     return Ceilings(
         networks=tuple(mode for mode in modes if own.networks is None or mode in own.networks),
-        providers=tuple(egress_credentials.choose(providers, profile.secrets)),  # within own's (spawn checks)
+        # Within own's (the spawn checks that).
+        providers=tuple(egress_credentials.choose(providers, profile.secrets, str(sandbox.project_id))),
         cpus=min(sandbox.cpus, own.cpus or sandbox.cpus),
         memory_mb=min(sandbox.memory_mb, own.memory_mb or sandbox.memory_mb),
     )

@@ -66,13 +66,14 @@ def record(
     actor: Actor | None = None,
     sandbox_id: str = "",
     agent_id: str = "",
+    project: str | None = None,
 ) -> ActivityEntry:
-    """An entry, and its event. It is its sandbox's project's, else its actor's (what a project's token
-    does is its project's), else the server's."""
+    """An entry, and its event. It is its sandbox's project's, else the project it names (a project's
+    secret set), else its actor's (what a project's token does is its project's), else the server's."""
     if key not in MESSAGES:
         raise ValueError(f"unregistered activity key {key}")
     owner = tenancy.sandbox_owner(sandbox_id) if sandbox_id else None
-    project = owner.project if owner else (actor.project if actor else None) or ""
+    project = owner.project if owner else project or (actor.project if actor else None) or ""
     entry = ActivityEntry.objects.create(
         key=key,
         params=params or {},

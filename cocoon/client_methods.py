@@ -366,9 +366,18 @@ class Methods:
             ),
         )
 
-    def projects_create(self, *, id: str, name: str, quotas: dict | None = None) -> Any:
+    def projects_create(
+        self, *, id: str, name: str, quotas: dict | None = None, server_secrets: bool | None = None
+    ) -> Any:
         """Create a project: it owns the sandboxes (and their agents) made by its agent tokens."""
-        return self.call("projects.create", _params({"id": id, "name": name, "quotas": quotas}))
+        return self.call(
+            "projects.create",
+            _params({"id": id, "name": name, "quotas": quotas, "serverSecrets": server_secrets}),
+        )
+
+    def projects_delete_secret(self, *, project: str, name: str) -> Any:
+        """Delete a project's own secret: its sandboxes get the server's of that name again where the project may use them, else none. For admins and the project's owners."""
+        return self.call("projects.delete_secret", _params({"project": project, "name": name}))
 
     def projects_list(self) -> Any:
         """The projects the caller may see: all for an admin, else its own."""
@@ -382,13 +391,31 @@ class Methods:
         """Take a person out of a project; their open sessions end at once. For admins and owners."""
         return self.call("projects.remove_member", _params({"project": project, "user": user}))
 
+    def projects_secrets(self, *, project: str) -> Any:
+        """The names of a project's own secrets (values are never returned). For its sandboxes they stand before the server's of the same name; the server's are used only where an admin lets the project (serverSecrets). For admins and the project's owners."""
+        return self.call("projects.secrets", _params({"project": project}))
+
     def projects_set_member(self, *, project: str, user: str, role: str) -> Any:
         """Make a person (a Django user) a member of a project, or give them another role: owner, member, viewer. Their open sessions end at once and open again with the new rights. For admins and the project's owners."""
         return self.call("projects.set_member", _params({"project": project, "user": user, "role": role}))
 
-    def projects_update(self, *, id: str, name: str | None = None, quotas: dict | None = None) -> Any:
+    def projects_set_secret(self, *, project: str, name: str, value: str) -> Any:
+        """Create or replace a project's own secret (its ANTHROPIC_API_KEY, GITHUB_TOKEN, a provider's key): encrypted at rest, never returned, used for the project's sandboxes only. For admins and the project's owners."""
+        return self.call("projects.set_secret", _params({"project": project, "name": name, "value": value}))
+
+    def projects_update(
+        self,
+        *,
+        id: str,
+        name: str | None = None,
+        quotas: dict | None = None,
+        server_secrets: bool | None = None,
+    ) -> Any:
         """Rename a project or set its quotas (the whole set: a quota left out has no limit). Past a quota a create, start or spawn answers quota_exceeded; what runs already is left running."""
-        return self.call("projects.update", _params({"id": id, "name": name, "quotas": quotas}))
+        return self.call(
+            "projects.update",
+            _params({"id": id, "name": name, "quotas": quotas, "serverSecrets": server_secrets}),
+        )
 
     def providers_list(self) -> Any:
         """Model providers: the built-in anthropic and openai plus settings.providers, and whether each one's secret is set (never the value)."""
@@ -1223,9 +1250,18 @@ class AsyncMethods:
             ),
         )
 
-    async def projects_create(self, *, id: str, name: str, quotas: dict | None = None) -> Any:
+    async def projects_create(
+        self, *, id: str, name: str, quotas: dict | None = None, server_secrets: bool | None = None
+    ) -> Any:
         """Create a project: it owns the sandboxes (and their agents) made by its agent tokens."""
-        return await self.call("projects.create", _params({"id": id, "name": name, "quotas": quotas}))
+        return await self.call(
+            "projects.create",
+            _params({"id": id, "name": name, "quotas": quotas, "serverSecrets": server_secrets}),
+        )
+
+    async def projects_delete_secret(self, *, project: str, name: str) -> Any:
+        """Delete a project's own secret: its sandboxes get the server's of that name again where the project may use them, else none. For admins and the project's owners."""
+        return await self.call("projects.delete_secret", _params({"project": project, "name": name}))
 
     async def projects_list(self) -> Any:
         """The projects the caller may see: all for an admin, else its own."""
@@ -1239,15 +1275,35 @@ class AsyncMethods:
         """Take a person out of a project; their open sessions end at once. For admins and owners."""
         return await self.call("projects.remove_member", _params({"project": project, "user": user}))
 
+    async def projects_secrets(self, *, project: str) -> Any:
+        """The names of a project's own secrets (values are never returned). For its sandboxes they stand before the server's of the same name; the server's are used only where an admin lets the project (serverSecrets). For admins and the project's owners."""
+        return await self.call("projects.secrets", _params({"project": project}))
+
     async def projects_set_member(self, *, project: str, user: str, role: str) -> Any:
         """Make a person (a Django user) a member of a project, or give them another role: owner, member, viewer. Their open sessions end at once and open again with the new rights. For admins and the project's owners."""
         return await self.call(
             "projects.set_member", _params({"project": project, "user": user, "role": role})
         )
 
-    async def projects_update(self, *, id: str, name: str | None = None, quotas: dict | None = None) -> Any:
+    async def projects_set_secret(self, *, project: str, name: str, value: str) -> Any:
+        """Create or replace a project's own secret (its ANTHROPIC_API_KEY, GITHUB_TOKEN, a provider's key): encrypted at rest, never returned, used for the project's sandboxes only. For admins and the project's owners."""
+        return await self.call(
+            "projects.set_secret", _params({"project": project, "name": name, "value": value})
+        )
+
+    async def projects_update(
+        self,
+        *,
+        id: str,
+        name: str | None = None,
+        quotas: dict | None = None,
+        server_secrets: bool | None = None,
+    ) -> Any:
         """Rename a project or set its quotas (the whole set: a quota left out has no limit). Past a quota a create, start or spawn answers quota_exceeded; what runs already is left running."""
-        return await self.call("projects.update", _params({"id": id, "name": name, "quotas": quotas}))
+        return await self.call(
+            "projects.update",
+            _params({"id": id, "name": name, "quotas": quotas, "serverSecrets": server_secrets}),
+        )
 
     async def providers_list(self) -> Any:
         """Model providers: the built-in anthropic and openai plus settings.providers, and whether each one's secret is set (never the value)."""

@@ -267,14 +267,18 @@ def projects_list(call: Call) -> list[dict[str, Any]]:
 @registry.method(
     "projects.create",
     description="Create a project: it owns the sandboxes (and their agents) made by its agent tokens.",
-    params=obj({"id": PROJECT_ID, "name": NAME, "quotas": QUOTAS}, required=("id", "name")),
+    params=obj(
+        {"id": PROJECT_ID, "name": NAME, "quotas": QUOTAS, "serverSecrets": BOOLEAN}, required=("id", "name")
+    ),
     result=PROJECT,
     admin=True,
 )
 def projects_create(call: Call) -> dict[str, Any]:
     params = call.params
     with transaction.atomic():
-        project = tenancy.create_project(params["id"], params["name"], params.get("quotas"))
+        project = tenancy.create_project(
+            params["id"], params["name"], params.get("quotas"), params.get("serverSecrets", False)
+        )
         activity.record("project.created", {"id": project.id, "name": project.name}, actor=call.actor)
     return serialize_project(project)
 
@@ -314,6 +318,51 @@ def projects_set_member(call: Call) -> dict[str, Any]:
 
 
 @registry.method(
+    "projects.secrets",
+    reads=True,
+    description="The names of a project's own secrets (values are never returned). For its sandboxes they "
+    "stand before the server's of the same name; the server's are used only where an admin lets the "
+    "project (serverSecrets). For admins and the project's owners.",
+    params=obj({"project": PROJECT_ID}, required=("project",)),
+    result=array(SECRET),
+)
+def projects_secrets(call: Call) -> list[dict[str, Any]]:
+    tenancy.check_manages(call.actor, call.params["project"])
+    return [serialize_secret(each, raw=False) for each in vault.list_secrets(call.params["project"])]
+
+
+@registry.method(
+    "projects.set_secret",
+    description="Create or replace a project's own secret (its ANTHROPIC_API_KEY, GITHUB_TOKEN, a "
+    "provider's key): encrypted at rest, never returned, used for the project's sandboxes only. For admins "
+    "and the project's owners.",
+    params=obj(
+        {"project": PROJECT_ID, "name": SECRET_NAME, "value": string(maxLength=65536)},
+        required=("project", "name", "value"),
+    ),
+    result=SECRET,
+)
+def projects_set_secret(call: Call) -> dict[str, Any]:
+    params = call.params
+    tenancy.check_manages(call.actor, params["project"])
+    secret = vault.set_secret(params["name"], params["value"], actor=call.actor, project=params["project"])
+    return serialize_secret(secret, raw=False)
+
+
+@registry.method(
+    "projects.delete_secret",
+    description="Delete a project's own secret: its sandboxes get the server's of that name again where "
+    "the project may use them, else none. For admins and the project's owners.",
+    params=obj({"project": PROJECT_ID, "name": SECRET_NAME}, required=("project", "name")),
+    result=EMPTY,
+)
+def projects_delete_secret(call: Call) -> dict[str, Any]:
+    tenancy.check_manages(call.actor, call.params["project"])
+    vault.delete_secret(call.params["name"], actor=call.actor, project=call.params["project"])
+    return {}
+
+
+@registry.method(
     "projects.remove_member",
     description="Take a person out of a project; their open sessions end at once. For admins and owners.",
     params=obj({"project": PROJECT_ID, "user": NAME}, required=("project", "user")),
@@ -333,14 +382,21 @@ def projects_remove_member(call: Call) -> dict[str, Any]:
     "projects.update",
     description="Rename a project or set its quotas (the whole set: a quota left out has no limit). Past a "
     "quota a create, start or spawn answers quota_exceeded; what runs already is left running.",
-    params=obj({"id": PROJECT_ID, "name": NAME, "quotas": QUOTAS}, required=("id",)),
+    params=obj(
+        {"id": PROJECT_ID, "name": NAME, "quotas": QUOTAS, "serverSecrets": BOOLEAN}, required=("id",)
+    ),
     result=PROJECT,
     admin=True,
 )
 def projects_update(call: Call) -> dict[str, Any]:
     params = call.params
     with transaction.atomic():
-        project = tenancy.update_project(params["id"], name=params.get("name"), quotas=params.get("quotas"))
+        project = tenancy.update_project(
+            params["id"],
+            name=params.get("name"),
+            quotas=params.get("quotas"),
+            server_secrets=params.get("serverSecrets"),
+        )
         activity.record("project.updated", {"id": project.id, "name": project.name}, actor=call.actor)
     return serialize_project(project)
 

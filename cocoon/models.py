@@ -17,6 +17,9 @@ class Project(models.Model):
     name = models.CharField(max_length=100)
     # What its sandboxes and agents may take at once (cocoon.schemas.QUOTAS); a quota not set: no limit.
     quotas = models.JSONField(default=dict)
+    # Whether its sandboxes may use the server's secrets where it has none of its own (an admin's say; a
+    # new project may not, projects there before projects had secrets may).
+    server_secrets = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -133,6 +136,24 @@ class Secret(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ProjectSecret(models.Model):
+    """A project's own secret (its ANTHROPIC_API_KEY, GITHUB_TOKEN): for its sandboxes it stands before the
+    server's secret of that name (cocoon.vault.read_secret). Encrypted as the server's are."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=64)
+    ciphertext = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="one_secret_per_name")]
+
+    def __str__(self) -> str:
+        return f"{self.project_id}/{self.name}"
 
 
 class SettingsDocument(models.Model):

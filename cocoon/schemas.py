@@ -7,7 +7,7 @@ from typing import Any
 from django.utils import translation
 
 from cocoon.choices import NetworkMode, Role, TokenScope
-from cocoon.models import ActivityEntry, ApiToken, Membership, Project, Secret
+from cocoon.models import ActivityEntry, ApiToken, Membership, Project, ProjectSecret, Secret
 from cocoon.schema import (
     ANY_OBJECT,
     BOOLEAN,
@@ -38,7 +38,10 @@ QUOTAS = obj(
     }
 )
 MEMBER = obj({"user": STRING, "role": enum(*Role.values), "since": TIMESTAMP})
-PROJECT = obj({"id": STRING, "name": STRING, "quotas": QUOTAS, "createdAt": TIMESTAMP})
+# serverSecrets: its sandboxes may use the server's secrets where it has none of its own.
+PROJECT = obj(
+    {"id": STRING, "name": STRING, "quotas": QUOTAS, "serverSecrets": BOOLEAN, "createdAt": TIMESTAMP}
+)
 # "own": the token sees only the sandboxes it created itself; "project": all of its project's.
 TOKEN_SANDBOXES = enum("project", "own")
 # The most an agent token may ask for (cocoon.actors.Ceilings): network modes a sandbox of its may have,
@@ -143,6 +146,7 @@ def serialize_project(project: Project) -> dict[str, Any]:
         "id": project.id,
         "name": project.name,
         "quotas": project.quotas,
+        "serverSecrets": project.server_secrets,
         "createdAt": project.created_at.isoformat(),
     }
 
@@ -174,7 +178,7 @@ def serialize_created_token(token: ApiToken, plain: str) -> dict[str, Any]:
     }
 
 
-def serialize_secret(secret: Secret, *, raw: bool) -> dict[str, Any]:
+def serialize_secret(secret: Secret | ProjectSecret, *, raw: bool) -> dict[str, Any]:
     return {
         "name": secret.name,
         "raw": raw,

@@ -39,7 +39,8 @@ class Owner:
 
 def default_project() -> str:
     """The default project's id; made when missing (the migration makes it, a flushed database has none)."""
-    Project.objects.get_or_create(id=DEFAULT_PROJECT, defaults={"name": "Default"})
+    # A single user's secrets are the server's: its project uses them.
+    Project.objects.get_or_create(id=DEFAULT_PROJECT, defaults={"name": "Default", "server_secrets": True})
     return DEFAULT_PROJECT
 
 
@@ -230,13 +231,19 @@ def check_not_repeating(actor: Actor) -> None:
 
 
 def update_project(
-    project: str, *, name: str | None = None, quotas: dict[str, float] | None = None
+    project: str,
+    *,
+    name: str | None = None,
+    quotas: dict[str, float] | None = None,
+    server_secrets: bool | None = None,
 ) -> Project:
-    """Rename a project or set its quotas (None: as they were); not_found for a missing one."""
+    """Rename a project, set its quotas or whether it may use the server's secrets (None: as they were);
+    not_found for a missing one."""
     row = get_or_not_found(Project.objects.select_for_update(), project, PROJECT_NOT_FOUND, id=project)
     row.name = name if name is not None else row.name
     row.quotas = quotas if quotas is not None else row.quotas
-    row.save(update_fields=["name", "quotas"])
+    row.server_secrets = server_secrets if server_secrets is not None else row.server_secrets
+    row.save(update_fields=["name", "quotas", "server_secrets"])
     return row
 
 
@@ -257,7 +264,9 @@ def check_manages(actor: Actor, project: str) -> None:
     actor may not see; forbidden for one of its own it does not own)."""
     project_named(project, actor)
     if not actor.is_admin and actor.role != Role.OWNER:
-        raise Forbidden(_("Only an owner of project %(id)s or an admin changes its members."), id=project)
+        raise Forbidden(
+            _("Only an owner of project %(id)s or an admin changes its members and secrets."), id=project
+        )
 
 
 def members(project: str) -> list[Membership]:
@@ -299,9 +308,12 @@ def projects_of(actor: Actor) -> list[Project]:
     return list(projects.filter(pk=actor.project))
 
 
-def create_project(project: str, name: str, quotas: dict[str, float] | None = None) -> Project:
-    """A new project; conflict when the id is taken."""
-    made, created = Project.objects.get_or_create(id=project, defaults={"name": name, "quotas": quotas or {}})
+def create_project(
+    project: str, name: str, quotas: dict[str, float] | None = None, server_secrets: bool = False
+) -> Project:
+    """A new project (using the server's secrets only if server_secrets); conflict when the id is taken."""
+    defaults = {"name": name, "quotas": quotas or {}, "server_secrets": server_secrets}
+    made, created = Project.objects.get_or_create(id=project, defaults=defaults)
     if not created:
         raise Conflict(_("A project %(id)s exists already."), id=project)
     return made

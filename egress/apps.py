@@ -10,7 +10,7 @@ class EgressConfig(AppConfig):
     name = "egress"
 
     def ready(self) -> None:
-        from cocoon.models import Secret, SettingsDocument
+        from cocoon.models import Project, ProjectSecret, Secret, SettingsDocument
         from egress import setup  # noqa: F401 - registers the checklist item
         from egress.models import ProviderGrant
         from egress.network import EgressNetwork
@@ -18,8 +18,9 @@ class EgressConfig(AppConfig):
 
         # Sandboxes tell egress when their network matters (create, start, stop, delete, reconcile).
         networking.register(EgressNetwork())
-        # Settings, secrets and grants are the policy's other inputs: publish once a change is committed.
-        for model in (SettingsDocument, Secret, ProviderGrant):
+        # Settings, secrets (a project's, and whether it may use the server's) and grants are the policy's
+        # other inputs: publish once a change is committed.
+        for model in (SettingsDocument, Secret, ProjectSecret, Project, ProviderGrant):
             post_save.connect(_policy_inputs_changed, sender=model, dispatch_uid=f"egress-{model.__name__}")
             post_delete.connect(
                 _policy_inputs_changed, sender=model, dispatch_uid=f"egress-del-{model.__name__}"

@@ -31,9 +31,11 @@ def key_variable(provider_id: str, provider: dict[str, Any]) -> str:
     return f"{prefix}_API_KEY"
 
 
-def choose(requested: list[str] | None, profile_secrets: list[str]) -> dict[str, dict[str, Any]]:
-    """The providers an agent uses: those asked for (each must exist and have its secret), else the
-    providers whose secret the profile hands out and which have it set."""
+def choose(
+    requested: list[str] | None, profile_secrets: list[str], project: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """The providers an agent (of project's sandbox) uses: those asked for (each must exist and have its
+    secret), else the providers whose secret the profile hands out and which have it set."""
     known = all_providers()
     if requested:
         chosen = {}
@@ -44,7 +46,7 @@ def choose(requested: list[str] | None, profile_secrets: list[str]) -> dict[str,
                     f"providers.{index}",
                     interpolate_lazy(_("There is no provider %(id)s."), {"id": provider_id}),
                 )
-            if provider.get("auth") != "none" and not key_of(provider):
+            if provider.get("auth") != "none" and not key_of(provider, project):
                 raise field_error(
                     f"providers.{index}",
                     interpolate_lazy(
@@ -57,7 +59,7 @@ def choose(requested: list[str] | None, profile_secrets: list[str]) -> dict[str,
     for provider_id, provider in known.items():
         # One provider per set of variables: the first (an API key before an OAuth token) wins.
         prefix = env_prefix(provider_id, provider)
-        if provider.get("secret") in profile_secrets and prefix not in prefixes and key_of(provider):
+        if provider.get("secret") in profile_secrets and prefix not in prefixes and key_of(provider, project):
             chosen[provider_id] = provider
             prefixes.add(prefix)
     return chosen
@@ -81,7 +83,8 @@ def credentials_env(
     network gets no credentials at all. Anything else goes in as itself only if an admin marked it raw,
     and only when an admin asks.
     """
-    chosen = choose(requested, profile.secrets)
+    project = str(sandbox.project_id)
+    chosen = choose(requested, profile.secrets, project)
     tenancy.within_ceilings(actor, providers=list(chosen))
     if sandbox.network == NetworkMode.NONE and chosen:
         if requested:
@@ -109,25 +112,25 @@ def credentials_env(
             key += f".{agent_id}" if agent_id else ""
         else:
             env[f"{prefix}_BASE_URL"] = reachable_base_url(provider["baseUrl"], host_alias)
-            key = key_of(provider)
+            key = key_of(provider, project)
         if provider.get("auth") != "none":
             env[key_variable(provider_id, provider)] = key
             raw += [] if proxied else [provider["secret"]]
         chosen_model = model or provider.get("defaultModel", "")
         if chosen_model and provider["kind"] in {ProviderKind.ANTHROPIC, ProviderKind.OPENAI}:
             env[f"{prefix}_MODEL"] = chosen_model
-    unbrokered = _unbrokered(profile.secrets, document)
+    unbrokered = _unbrokered(profile.secrets, document, project)
     for name in [*raw, *unbrokered]:
         _check_raw(name, actor, document)
     return env | unbrokered, list(chosen) if proxied else []
 
 
-def _unbrokered(profile_secrets: list[str], document: dict[str, Any]) -> dict[str, str]:
+def _unbrokered(profile_secrets: list[str], document: dict[str, Any], project: str | None) -> dict[str, str]:
     """The profile's secrets that are set and that no provider brokers: they could only go in as
     themselves. (A secret some provider brokers goes only through that provider; when it is not
     chosen, another credential of the same kind is.)"""
     brokered = {provider.get("secret") for provider in all_providers(document).values()}
-    values = {name: vault.read_secret(name) for name in profile_secrets if name not in brokered}
+    values = {name: vault.read_secret(name, project) for name in profile_secrets if name not in brokered}
     return {name: value for name, value in values.items() if value is not None}
 
 
@@ -135,7 +138,7 @@ def check_profile_secrets(profile_secrets: list[str], actor: Actor) -> None:
     """Up front, what spawning a profile for this caller would need (task and schedule templates: their
     runs start later, as the server itself)."""
     document = config.get_settings()
-    for name in _unbrokered(profile_secrets, document):
+    for name in _unbrokered(profile_secrets, document, actor.project):
         _check_raw(name, actor, document)
 
 

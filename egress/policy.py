@@ -142,15 +142,21 @@ def build_all() -> dict[str, dict[str, Any]]:
         grants.setdefault(sandbox_id, []).append(provider_id)
     nodes = {LOCAL_NODE: _node_policy(enforced)}
     nodes |= {node: _node_policy(True) for node in remote_nodes_in_use()}
-    for sandbox in _networked(Sandbox.objects.all()).only("id", "ips", "proxy_token", "node"):
+    every_provider = providers.all_providers(document)
+    project_keys = ProjectKeys(every_provider)
+    for sandbox in _networked(Sandbox.objects.all()).only("id", "ips", "proxy_token", "node", "project_id"):
         node = nodes.get(sandbox.node)
         if node is None:  # a node removed meanwhile
             continue
+        # A provider its project has no key of (none of its own, the server's not allowed) is not
+        # granted; one it has a key of its own of goes with that key's headers.
+        reached, keys = project_keys.of(str(sandbox.project_id), grants.get(sandbox.id, []))
         entry = {
             "id": sandbox.id,
             "token": sandbox.proxy_token,
             "allow": document["egress"]["sandboxAllow"].get(sandbox.id, []),
-            "grants": sorted(grants.get(sandbox.id, [])),
+            "grants": reached,
+            "keys": keys,
         }
         node["granted"].update(entry["grants"])
         node["ids"].add(sandbox.id)
@@ -163,7 +169,7 @@ def build_all() -> dict[str, dict[str, Any]]:
         "hosts": document["egress"]["hosts"],
         "caBundle": document["egress"]["caBundle"],
     }
-    refuse, every_provider = refusals(), providers.all_providers(document)
+    refuse = refusals()
     return {
         node_id: {
             **shared,
@@ -175,6 +181,38 @@ def build_all() -> dict[str, dict[str, Any]]:
         }
         for node_id, node in nodes.items()
     }
+
+
+class ProjectKeys:
+    """Which granted providers a project's sandboxes reach and with whose key (vault.read_secret): the
+    server's (the route's headers), the project's own, or none (then the grant does not hold). Each
+    (project, provider) looked up once per policy."""
+
+    def __init__(self, every_provider: dict[str, Any]) -> None:
+        self.every_provider = every_provider
+        self.known: dict[tuple[str, str], tuple[bool, dict[str, str] | None]] = {}
+
+    def of(self, project: str, granted: list[str]) -> tuple[list[str], dict[str, dict[str, str]]]:
+        """Of the providers granted to one sandbox of project: those it reaches, and the headers of those
+        it reaches with a key of its own."""
+        reached: list[str] = []
+        keys: dict[str, dict[str, str]] = {}
+        for provider_id in sorted(granted):
+            if (project, provider_id) not in self.known:
+                self.known[project, provider_id] = self._look_up(project, provider_id)
+            usable, headers = self.known[project, provider_id]
+            reached += [provider_id] if usable else []
+            keys |= {provider_id: headers} if headers is not None else {}
+        return reached, keys
+
+    def _look_up(self, project: str, provider_id: str) -> tuple[bool, dict[str, str] | None]:
+        provider = self.every_provider.get(provider_id)
+        if provider is None or provider.get("auth") == "none":
+            return True, None
+        own = providers.key_of(provider, project)
+        if own == providers.key_of(provider):
+            return bool(own), None
+        return bool(own), providers.auth_headers(provider, own) if own else None
 
 
 def _refusals_of(refuse: Refusals, sandbox_ids: set[str]) -> Refusals:

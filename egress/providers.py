@@ -74,10 +74,11 @@ def host_of(url: str) -> str:
     return (urlsplit(url).hostname or "").rstrip(".").encode("idna").decode("ascii")
 
 
-def key_of(provider: dict[str, Any]) -> str:
+def key_of(provider: dict[str, Any], project: str | None = None) -> str:
+    """The provider's key: the server's, or as a project's sandbox gets it (vault.read_secret)."""
     if provider.get("auth") == "none" or not provider.get("secret"):
         return ""
-    return vault.read_secret(provider["secret"]) or ""
+    return vault.read_secret(provider["secret"], project) or ""
 
 
 def reachable_base_url(url: str, host_alias: str) -> str:

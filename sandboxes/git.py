@@ -187,7 +187,7 @@ def git_push(sandbox_id: str, branch: str, remote: str = "origin", *, actor: Act
     if not REMOTE.match(remote):
         raise InvalidParams(_("%(remote)s is not a valid remote name."), remote=remote)
     url = _github_repository(sandbox_id, remote, push=True)[0]
-    gitpush.push(sandbox_id, url, github.base_url(), branch)
+    gitpush.push(sandbox_id, url, github.base_url(), branch, project=str(sandbox.project_id))
     record_change(sandbox, "git.pushed", actor, branch=branch)
 
 
@@ -215,6 +215,6 @@ def create_pull_request(
 ) -> PullRequest:
     sandbox = running_sandbox(sandbox_id)
     _url, owner, name = _github_repository(sandbox_id, remote)
-    pull = github.create_pull_request(owner, name, title, body, base, head)
+    pull = github.create_pull_request(owner, name, title, body, base, head, project=str(sandbox.project_id))
     record_change(sandbox, "git.pr_created", actor, number=pull["number"])
     return PullRequest(pull["number"], pull.get("html_url", ""))

@@ -29,9 +29,12 @@ def repository(url: str) -> tuple[str, str] | None:
     return match[1], match[2]
 
 
-def create_pull_request(owner: str, name: str, title: str, body: str, base: str, head: str) -> dict[str, Any]:
-    """POST /repos/{owner}/{name}/pulls; the pull request GitHub answers (number, html_url, ...)."""
-    token = vault.read_secret("GITHUB_TOKEN")
+def create_pull_request(
+    owner: str, name: str, title: str, body: str, base: str, head: str, *, project: str
+) -> dict[str, Any]:
+    """POST /repos/{owner}/{name}/pulls with project's GITHUB_TOKEN (vault.read_secret); the pull request
+    GitHub answers (number, html_url, ...)."""
+    token = vault.read_secret("GITHUB_TOKEN", project)
     if not token:
         raise Conflict(_("The secret GITHUB_TOKEN is not set."))
     api = config.get_settings()["git"]["githubApiUrl"].rstrip("/")

@@ -192,10 +192,10 @@ class HostRepository:
             raise Timeout() from error
 
 
-def _token_env(base: str) -> dict[str, str]:
-    """GITHUB_TOKEN for the host-side push only, as GIT_CONFIG_* variables scoped to the GitHub host:
-    never in argv, never in a file."""
-    token = vault.read_secret("GITHUB_TOKEN")
+def _token_env(base: str, project: str) -> dict[str, str]:
+    """GITHUB_TOKEN (the project's, or the server's where it may use them) for the host-side push only,
+    as GIT_CONFIG_* variables scoped to the GitHub host: never in argv, never in a file."""
+    token = vault.read_secret("GITHUB_TOKEN", project)
     if not token:
         return {}
     basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
@@ -206,11 +206,11 @@ def _token_env(base: str) -> dict[str, str]:
     }
 
 
-def push(sandbox_id: str, url: str, base: str, branch: str) -> None:
+def push(sandbox_id: str, url: str, base: str, branch: str, *, project: str) -> None:
     """Push the sandbox's HEAD to branch at url, a repository on the GitHub host base (checked by the
     caller), from a host-side repository that holds only verified objects. A push costs its new
     commits, not the repository's history."""
-    scheme, token = urlsplit(url).scheme, _token_env(base)
+    scheme, token = urlsplit(url).scheme, _token_env(base, project)
     with tempfile.TemporaryDirectory(prefix="cocoon-push-") as scratch:
         repository = HostRepository(Path(scratch))
         listed = repository.git("ls-remote", "--heads", "--", url, allow=scheme, env=token)

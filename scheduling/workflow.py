@@ -96,7 +96,8 @@ def check_author(template: dict[str, Any], actor: Actor) -> None:
     for step in template["workflow"]:
         secrets = AgentProfile.objects.get(pk=step["profile"]).secrets
         check_profile_secrets(secrets, actor)
-        tenancy.within_ceilings(actor, providers=list(choose(step.get("providers"), secrets)))
+        chosen = choose(step.get("providers"), secrets, actor.project)
+        tenancy.within_ceilings(actor, providers=list(chosen))
 
 
 def render_prompt(template: str, task: Task, step: int) -> str:

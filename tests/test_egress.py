@@ -478,3 +478,58 @@ def test_a_spent_budget_is_refused_at_the_proxy_in_the_apis_shape_until_it_is_ra
     again = in_agent(cocoond, agent, egress, ask.format(out="/tmp/third.txt"), "/tmp/third.txt")
     assert "message_start" in again
     cocoond.call("agent.kill", {"agentId": agent["id"]})
+
+
+def test_a_projects_own_key_stands_before_the_servers_and_only_an_allowed_project_uses_the_servers(
+    cocoond, egress, upstream, provider, sandbox_image, docker_client
+):
+    own_key = "project-own-key-" + secrets.token_hex(8)
+    made = {}
+    for name, server_secrets in (("own", False), ("none", False), ("allowed", True)):
+        project = f"ps-{name}-{secrets.token_hex(3)}"
+        cocoond.call("projects.create", {"id": project, "name": project, "serverSecrets": server_secrets})
+        token = cocoond.call("tokens.create", {"name": project, "scope": "agent", "project": project})[
+            "token"
+        ]
+        sandbox = cocoond.call("sandbox.create", {"network": "egress", "image": sandbox_image}, token=token)
+        made[name] = (project, token, sandbox)
+    project, token, sandbox = made["own"]
+    # A project's token (no owner) neither sets nor lists its project's secrets; an admin does.
+    params = {"project": project, "name": "STANDIN_SECRET", "value": own_key}
+    assert cocoond.post("projects.set_secret", params, token=token).json()["error"]["code"] == "forbidden"
+    cocoond.call("projects.set_secret", params)
+    [listed] = cocoond.call("projects.secrets", {"project": project})
+    assert listed["name"] == "STANDIN_SECRET"
+    assert own_key not in json.dumps(listed)
+
+    def key_upstream_got(name: str) -> str:
+        _project, token, sandbox = made[name]
+        agent = cocoond.call(
+            "agent.spawn",
+            {"sandboxId": sandbox["id"], "profile": "shell", "providers": [provider]},
+            token=token,
+        )
+        cocoond.call("agent.wait", {"agentId": agent["id"], "until": ["idle"], "timeoutS": 20})
+        upstream.clear()
+        curl = (
+            'curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -d "{}" "$ANTHROPIC_BASE_URL/v1/messages" > /tmp/r'
+        )
+        in_agent(cocoond, agent, sandbox, curl, "/tmp/r")
+        [request] = recorded(upstream, path="/api/v1/messages")
+        return dict(request["headers"])["x-api-key"]
+
+    assert key_upstream_got("own") == own_key
+    assert key_upstream_got("allowed") == STANDIN_KEY
+    assert_secret_absent(cocoond, sandbox, own_key, docker_client)
+    # A project with no key of its own that may not use the server's gets none: the spawn says so.
+    _project, token, none_sandbox = made["none"]
+    spawn = {"sandboxId": none_sandbox["id"], "profile": "shell", "providers": [provider]}
+    response = cocoond.post("agent.spawn", spawn, token=token)
+    assert response.json()["error"]["details"]["fields"][0]["path"] == "providers.0", response.text
+
+    # Its own key deleted, the project (not allowed the server's) reaches the provider no more.
+    cocoond.call("projects.delete_secret", {"project": project, "name": "STANDIN_SECRET"})
+    response = cocoond.post("agent.spawn", spawn | {"sandboxId": sandbox["id"]}, token=made["own"][1])
+    assert response.json()["error"]["code"] == "invalid_params", response.text
+    for _project, _token, each in made.values():
+        cocoond.post("sandbox.delete", {"sandboxId": each["id"]})

@@ -114,7 +114,8 @@ class CredentialHandler(Handler):
                 # An answer in plain bytes, so that the meter can read its usage as it passes.
                 drop = {"authorization", "x-api-key", "accept-encoding", provider.get("header", "").lower()}
                 path = base.path.rstrip("/") + rest
-                auth = list(provider["headers"].items())  # the real key, as cocoond built it
+                # The real key, as cocoond built it: the sandbox's project's own, else the route's.
+                auth = list(sandbox.get("keys", {}).get(provider_id, provider["headers"]).items())
                 auth.append(("Accept-Encoding", "identity"))
                 send_head(upstream, request, path, authority, auth, drop, self.length is None)
                 forward_body(self.length, self.reader, upstream)

@@ -171,6 +171,41 @@ def test_projects_are_made_with_quotas_and_their_agent_tokens_from_the_settings_
     assert "its own sandboxes only" in client.get("/settings/tokens").content.decode()
 
 
+def test_a_projects_owner_keeps_its_own_secrets_and_an_admin_lets_it_use_the_servers():
+    from cocoon import vault
+    from cocoon.models import Membership, ProjectSecret
+
+    admin, _plain = logged_in()
+    admin.post("/settings/projects", {"id": "team-s", "name": "Team S"})
+    assert Project.objects.get(pk="team-s").server_secrets is False  # a new project: only an admin lets it
+    admin.post("/settings/projects", {"update": "team-s", "team-s-serverSecrets": "1"})
+    assert Project.objects.get(pk="team-s").server_secrets is True
+    owner = get_user_model().objects.create_user("owner-s", password="pw-owner-s")
+    member = get_user_model().objects.create_user("member-s", password="pw-member-s")
+    Membership.objects.create(project_id="team-s", user=owner, role="owner")
+    Membership.objects.create(project_id="team-s", user=member, role="member")
+    client = Client()
+    client.post("/login", {"username": "owner-s", "password": "pw-owner-s"})
+    response = client.post(
+        "/projects/team-s/members", {"name": "GITHUB_TOKEN", "value": "ghp-team-s"}, follow=True
+    )
+    assert "Secret GITHUB_TOKEN saved." in response.content.decode()
+    assert "ghp-team-s" not in response.content.decode()
+    assert vault.read_secret("GITHUB_TOKEN", "team-s") == "ghp-team-s"
+    assert vault.read_secret("GITHUB_TOKEN") is None  # the server's is another
+    # A member neither sees nor sets them.
+    client = Client()
+    client = Client()
+    client.post("/login", {"username": "member-s", "password": "pw-member-s"})
+    assert "GITHUB_TOKEN" not in client.get("/projects/team-s/members").content.decode()
+    client.post("/projects/team-s/members", {"name": "GITHUB_TOKEN", "value": "taken-over"})
+    assert vault.read_secret("GITHUB_TOKEN", "team-s") == "ghp-team-s"
+    client = Client()
+    client.post("/login", {"username": "owner-s", "password": "pw-owner-s"})
+    client.post("/projects/team-s/members", {"name": "GITHUB_TOKEN", "delete": "1"})
+    assert not ProjectSecret.objects.filter(project_id="team-s").exists()
+
+
 def test_the_django_admin_is_for_server_admins_only_not_staff_with_permissions():
     from django.contrib.auth.models import Permission
 

@@ -1,4 +1,5 @@
-"""A person's projects: which one their session works in (the sidebar's switch), and a project's members."""
+"""A person's projects: which one their session works in (the sidebar's switch), and a project's members
+and own secrets."""
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
@@ -7,7 +8,7 @@ from django.views.decorators.http import require_POST
 
 from cocoon.auth import SESSION_PROJECT_KEY
 from cocoon.choices import Role
-from ui.web import actor_of, back, call, done, page, show
+from ui.web import actor_of, back, call, done, page, secret_posted, show
 
 
 @require_POST
@@ -22,6 +23,8 @@ def switch_project(request: HttpRequest) -> HttpResponseRedirect:
 
 @page()
 def members(request: HttpRequest, project: str) -> HttpResponse:
+    if request.method == "POST" and "user" not in request.POST:  # the secrets' forms
+        return secret_posted(request, project)
     if request.method == "POST":
         user = request.POST.get("user", "").strip()
         if request.POST.get("remove"):
@@ -30,10 +33,12 @@ def members(request: HttpRequest, project: str) -> HttpResponse:
         call(request, "projects.set_member", project=project, user=user, role=request.POST.get("role", ""))
         return done(request, request.path, _("%(user)s saved.") % {"user": user})
     actor = actor_of(request)
+    manages = actor.is_admin or actor.role == Role.OWNER
     context = {
         "project": project,
         "members": call(request, "projects.members", project=project),
         "roles": Role.values,
-        "manages": actor.is_admin or actor.role == Role.OWNER,
+        "manages": manages,
+        "secrets": call(request, "projects.secrets", project=project) if manages else [],
     }
     return show(request, "ui/members.html", context)

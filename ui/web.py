@@ -177,6 +177,20 @@ def done(request: HttpRequest, fallback: str, message: Any = None, **result: Any
     return redirect(back(request, fallback))
 
 
+def secret_posted(request: HttpRequest, project: str | None = None) -> HttpResponse:
+    """A secrets form's post (name, value; delete): the server's secret set or deleted, or with project
+    that project's own."""
+    name = request.POST.get("name", "").strip()
+    scope = {"project": project} if project else {}
+    prefix = "projects." if project else "secrets."
+    if request.POST.get("delete"):
+        call(request, prefix + ("delete_secret" if project else "delete"), name=name, **scope)
+        return done(request, request.path, _("Secret %(name)s deleted.") % {"name": name})
+    value = request.POST.get("value", "")
+    call(request, prefix + ("set_secret" if project else "set"), name=name, value=value, **scope)
+    return done(request, request.path, _("Secret %(name)s saved.") % {"name": name})
+
+
 def show(
     request: HttpRequest, template: str, context: dict[str, Any] | None = None, status: int = 200
 ) -> HttpResponse:

@@ -29,11 +29,24 @@ def quotas_from(form: QueryDict, prefix: str = "") -> dict[str, Any]:
 def projects(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if project := request.POST.get("update"):
-            call(request, "projects.update", id=project, quotas=quotas_from(request.POST, f"{project}-"))
+            call(
+                request,
+                "projects.update",
+                id=project,
+                quotas=quotas_from(request.POST, f"{project}-"),
+                serverSecrets=bool(request.POST.get(f"{project}-serverSecrets")),
+            )
             return done(request, request.path, _("Project %(id)s saved.") % {"id": project})
         project = request.POST.get("id", "").strip()
         name = request.POST.get("name", "").strip() or project
-        call(request, "projects.create", id=project, name=name, quotas=quotas_from(request.POST))
+        call(
+            request,
+            "projects.create",
+            id=project,
+            name=name,
+            quotas=quotas_from(request.POST),
+            serverSecrets=bool(request.POST.get("serverSecrets")),
+        )
         return done(request, request.path, _("Project %(id)s created.") % {"id": project})
     context = {"section": "projects", "projects": call(request, "projects.list"), "fields": QUOTA_FIELDS}
     return show(request, "ui/settings/projects.html", context)

@@ -1,20 +1,14 @@
 """Settings → Secrets: set and delete the named secrets agents and providers use."""
 
 from django.http import HttpRequest, HttpResponse
-from django.utils.translation import gettext_lazy as _
 
-from ui.web import call, done, page, show
+from ui.web import call, page, secret_posted, show
 
 
 @page(admin=True)
 def secrets(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        name = request.POST.get("name", "").strip()
-        if request.POST.get("delete"):
-            call(request, "secrets.delete", name=name)
-            return done(request, request.path, _("Secret %(name)s deleted.") % {"name": name})
-        call(request, "secrets.set", name=name, value=request.POST.get("value", ""))
-        return done(request, request.path, _("Secret %(name)s saved.") % {"name": name})
+        return secret_posted(request)
     listed = call(request, "secrets.list")
     raw = [secret["name"] for secret in listed if secret["raw"]]
     return show(

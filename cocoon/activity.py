@@ -41,6 +41,8 @@ register_messages(
         "project.updated": _("Project %(name)s (%(id)s) was changed."),
         "project.member_set": _("%(user)s is %(role)s of project %(project)s."),
         "project.member_removed": _("%(user)s was taken out of project %(project)s."),
+        "project.invited": _("An invitation to project %(project)s as %(role)s was made."),
+        "project.invite_used": _("%(user)s joined project %(project)s as %(role)s through an invitation."),
         "person.signed_on": _("%(user)s signed on for the first time (single sign-on)."),
         "activity.pruned": _("%(count)s old activity entries were removed."),
         "system.first_run": _("cocoon was set up for the first time."),

@@ -15,6 +15,10 @@ class Role(models.TextChoices):
     VIEWER = "viewer", "viewer"  # read: lists, screens, diffs, usage; nothing that changes state
 
 
+# Which role holds more: of two grants (groups, an invite and a membership) the higher stands.
+ROLE_RANK: dict[str, int] = {Role.VIEWER: 0, Role.MEMBER: 1, Role.OWNER: 2}
+
+
 class NetworkMode(models.TextChoices):
     """How a sandbox reaches the network; the core's settings schema names them, so they live here."""
 

@@ -379,6 +379,16 @@ class Methods:
         """Delete a project's own secret: its sandboxes get the server's of that name again where the project may use them, else none. For admins and the project's owners."""
         return self.call("projects.delete_secret", _params({"project": project, "name": name}))
 
+    def projects_invite(self, *, project: str, role: str, expires_in_hours: int | None = None) -> Any:
+        """A one-time link that makes whoever opens it (logging in, or signing up where password login is on) a member of the project in role; valid for expiresInHours (default 72). The link is in this answer only. For admins and the project's owners."""
+        return self.call(
+            "projects.invite", _params({"project": project, "role": role, "expiresInHours": expires_in_hours})
+        )
+
+    def projects_invites(self, *, project: str) -> Any:
+        """A project's invitations not used yet and not expired (without their links)."""
+        return self.call("projects.invites", _params({"project": project}))
+
     def projects_list(self) -> Any:
         """The projects the caller may see: all for an admin, else its own."""
         return self.call("projects.list", _params({}))
@@ -390,6 +400,10 @@ class Methods:
     def projects_remove_member(self, *, project: str, user: str) -> Any:
         """Take a person out of a project; their open sessions end at once. For admins and owners."""
         return self.call("projects.remove_member", _params({"project": project, "user": user}))
+
+    def projects_revoke_invite(self, *, project: str, invite_id: str) -> Any:
+        """Revoke an invitation not used yet: its link opens nothing any more."""
+        return self.call("projects.revoke_invite", _params({"project": project, "inviteId": invite_id}))
 
     def projects_secrets(self, *, project: str) -> Any:
         """The names of a project's own secrets (values are never returned). For its sandboxes they stand before the server's of the same name; the server's are used only where an admin lets the project (serverSecrets). For admins and the project's owners."""
@@ -1263,6 +1277,16 @@ class AsyncMethods:
         """Delete a project's own secret: its sandboxes get the server's of that name again where the project may use them, else none. For admins and the project's owners."""
         return await self.call("projects.delete_secret", _params({"project": project, "name": name}))
 
+    async def projects_invite(self, *, project: str, role: str, expires_in_hours: int | None = None) -> Any:
+        """A one-time link that makes whoever opens it (logging in, or signing up where password login is on) a member of the project in role; valid for expiresInHours (default 72). The link is in this answer only. For admins and the project's owners."""
+        return await self.call(
+            "projects.invite", _params({"project": project, "role": role, "expiresInHours": expires_in_hours})
+        )
+
+    async def projects_invites(self, *, project: str) -> Any:
+        """A project's invitations not used yet and not expired (without their links)."""
+        return await self.call("projects.invites", _params({"project": project}))
+
     async def projects_list(self) -> Any:
         """The projects the caller may see: all for an admin, else its own."""
         return await self.call("projects.list", _params({}))
@@ -1274,6 +1298,10 @@ class AsyncMethods:
     async def projects_remove_member(self, *, project: str, user: str) -> Any:
         """Take a person out of a project; their open sessions end at once. For admins and owners."""
         return await self.call("projects.remove_member", _params({"project": project, "user": user}))
+
+    async def projects_revoke_invite(self, *, project: str, invite_id: str) -> Any:
+        """Revoke an invitation not used yet: its link opens nothing any more."""
+        return await self.call("projects.revoke_invite", _params({"project": project, "inviteId": invite_id}))
 
     async def projects_secrets(self, *, project: str) -> Any:
         """The names of a project's own secrets (values are never returned). For its sandboxes they stand before the server's of the same name; the server's are used only where an admin lets the project (serverSecrets). For admins and the project's owners."""

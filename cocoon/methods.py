@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
-from cocoon import activity, config, setup, system, tenancy, tokens, vault
+from cocoon import activity, config, invites, setup, system, tenancy, tokens, vault
 from cocoon.choices import Role, TokenScope
 from cocoon.errors import Forbidden
 from cocoon.registry import Call, registry
@@ -27,7 +27,9 @@ from cocoon.schema import (
 from cocoon.schemas import (
     ACTIVITY_ENTRY,
     CEILINGS,
+    CREATED_INVITE,
     CREATED_TOKEN,
+    INVITE,
     MEMBER,
     PROJECT,
     PROJECT_ID,
@@ -38,6 +40,7 @@ from cocoon.schemas import (
     TOKEN_SANDBOXES,
     serialize_activity_entry,
     serialize_created_token,
+    serialize_invite,
     serialize_member,
     serialize_project,
     serialize_secret,
@@ -315,6 +318,53 @@ def projects_set_member(call: Call) -> dict[str, Any]:
         member = tenancy.set_member(params["project"], params["user"], params["role"])
         activity.record("project.member_set", params, actor=call.actor)
     return serialize_member(member)
+
+
+@registry.method(
+    "projects.invite",
+    description="A one-time link that makes whoever opens it (logging in, or signing up where password login "
+    "is on) a member of the project in role; valid for expiresInHours (default 72). The link is in this "
+    "answer only. For admins and the project's owners.",
+    params=obj(
+        {
+            "project": PROJECT_ID,
+            "role": enum(*Role.values),
+            "expiresInHours": integer(minimum=1, maximum=24 * 30),
+        },
+        required=("project", "role"),
+    ),
+    result=CREATED_INVITE,
+)
+def projects_invite(call: Call) -> dict[str, Any]:
+    params = call.params
+    tenancy.check_manages(call.actor, params["project"])
+    hours = params.get("expiresInHours", invites.DEFAULT_HOURS)
+    invite, url = invites.create_invite(params["project"], params["role"], actor=call.actor, hours=hours)
+    return serialize_invite(invite) | {"url": url}
+
+
+@registry.method(
+    "projects.invites",
+    reads=True,
+    description="A project's invitations not used yet and not expired (without their links).",
+    params=obj({"project": PROJECT_ID}, required=("project",)),
+    result=array(INVITE),
+)
+def projects_invites(call: Call) -> list[dict[str, Any]]:
+    tenancy.check_manages(call.actor, call.params["project"])
+    return [serialize_invite(invite) for invite in invites.open_invites(call.params["project"])]
+
+
+@registry.method(
+    "projects.revoke_invite",
+    description="Revoke an invitation not used yet: its link opens nothing any more.",
+    params=obj({"project": PROJECT_ID, "inviteId": ID}, required=("project", "inviteId")),
+    result=EMPTY,
+)
+def projects_revoke_invite(call: Call) -> dict[str, Any]:
+    tenancy.check_manages(call.actor, call.params["project"])
+    invites.revoke_invite(call.params["project"], call.params["inviteId"])
+    return {}
 
 
 @registry.method(

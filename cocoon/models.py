@@ -138,6 +138,33 @@ class Secret(models.Model):
         return self.name
 
 
+def new_invite_id() -> str:
+    return new_id("inv")
+
+
+class Invite(models.Model):
+    """A one-time link (cocoon.invites) that makes whoever opens it, logged in or signing up, a member of a
+    project in a role. Only the SHA-256 of its secret is stored."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_invite_id, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invites")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.role} ({self.id})"
+
+
 class ProjectSecret(models.Model):
     """A project's own secret (its ANTHROPIC_API_KEY, GITHUB_TOKEN): for its sandboxes it stands before the
     server's secret of that name (cocoon.vault.read_secret). Encrypted as the server's are."""

@@ -7,7 +7,7 @@ from typing import Any
 from django.utils import translation
 
 from cocoon.choices import NetworkMode, Role, TokenScope
-from cocoon.models import ActivityEntry, ApiToken, Membership, Project, ProjectSecret, Secret
+from cocoon.models import ActivityEntry, ApiToken, Invite, Membership, Project, ProjectSecret, Secret
 from cocoon.schema import (
     ANY_OBJECT,
     BOOLEAN,
@@ -38,6 +38,17 @@ QUOTAS = obj(
     }
 )
 MEMBER = obj({"user": STRING, "role": enum(*Role.values), "since": TIMESTAMP})
+INVITE = obj(
+    {
+        "id": STRING,
+        "role": enum(*Role.values),
+        "createdBy": STRING,
+        "createdAt": TIMESTAMP,
+        "expiresAt": TIMESTAMP,
+    }
+)
+# A new invitation: the only answer that carries its link.
+CREATED_INVITE = obj(INVITE["properties"] | {"url": STRING})
 # serverSecrets: its sandboxes may use the server's secrets where it has none of its own.
 PROJECT = obj(
     {"id": STRING, "name": STRING, "quotas": QUOTAS, "serverSecrets": BOOLEAN, "createdAt": TIMESTAMP}
@@ -138,6 +149,16 @@ def _token_reach(token: ApiToken) -> dict[str, Any]:
         "carved": token.carved,
         "agentId": token.agent or None,
         "parentId": token.parent_id,
+    }
+
+
+def serialize_invite(invite: Invite) -> dict[str, Any]:
+    return {
+        "id": invite.id,
+        "role": invite.role,
+        "createdBy": invite.created_by,
+        "createdAt": invite.created_at.isoformat(),
+        "expiresAt": invite.expires_at.isoformat(),
     }
 
 

@@ -14,12 +14,11 @@ from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
 from cocoon import activity
-from cocoon.choices import Role
+from cocoon.choices import ROLE_RANK
 from cocoon.errors import Conflict, Forbidden, Unauthorized
 from cocoon.models import Membership, Project, SsoIdentity
 
 # Higher wins where two of a person's groups grant one project.
-RANK: dict[str, int] = {Role.VIEWER: 0, Role.MEMBER: 1, Role.OWNER: 2}
 MAX_GROUPS = 1000  # a claim is the provider's word, but still bounded
 
 
@@ -83,7 +82,8 @@ def _grant(user: Any, groups: set[str]) -> None:
     roles: dict[str, str | None] = {project: None for _group, project, role in grants if role != "admin"}
     for group, project, role in grants:
         held_here = roles.get(project)
-        if role != "admin" and group in groups and (held_here is None or RANK[role] > RANK[held_here]):
+        higher = held_here is None or ROLE_RANK[role] > ROLE_RANK[held_here]
+        if role != "admin" and group in groups and higher:
             roles[project] = role
     held = dict(Membership.objects.filter(user=user, project_id__in=roles).values_list("project_id", "role"))
     for project, granted in roles.items():

@@ -8,8 +8,9 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
+from django.utils import timezone
 
-from cocoon import tokens
+from cocoon import system, tokens
 from cocoon.choices import TokenScope
 from cocoon.models import Project, Secret
 from server.asgi import application
@@ -204,6 +205,53 @@ def test_a_projects_owner_keeps_its_own_secrets_and_an_admin_lets_it_use_the_ser
     client.post("/login", {"username": "owner-s", "password": "pw-owner-s"})
     client.post("/projects/team-s/members", {"name": "GITHUB_TOKEN", "delete": "1"})
     assert not ProjectSecret.objects.filter(project_id="team-s").exists()
+
+
+def test_an_invitation_link_makes_a_member_once_and_then_opens_nothing():
+    from datetime import timedelta
+
+    from cocoon.models import Invite, Membership
+
+    admin, _plain = logged_in()
+    admin.post("/settings/projects", {"id": "team-i", "name": "Team I"})
+    page = admin.post("/projects/team-i/members", {"invite": "member"}).content.decode()
+    link = page.split('id="invite-link">')[1].split("<")[0]
+    path = link.removeprefix(system.public_url())
+    assert path.startswith("/join/")
+    assert link not in admin.get("/projects/team-i/members").content.decode()  # shown once
+    # Someone without an account signs up through it and works in the project as a member.
+    newcomer = Client()
+    assert "Team I" in newcomer.get(path).content.decode()
+    form = {"username": "newcomer", "password1": "a-long-pass-phrase-9", "password2": "a-long-pass-phrase-9"}
+    assert newcomer.post(path, form).status_code == 302
+    assert Membership.objects.get(project_id="team-i", user__username="newcomer").role == "member"
+    assert "Members of team-i" in newcomer.get("/projects/team-i/members").content.decode()
+    # Once used, the link opens nothing: no second account, no second join.
+    other = Client()
+    assert other.get(path).status_code == 403
+    form = {"username": "second", "password1": "a-long-pass-phrase-9", "password2": "a-long-pass-phrase-9"}
+    assert other.post(path, form).status_code == 403
+    assert not get_user_model().objects.filter(username="second").exists()
+    # A person logged in joins with a click and keeps a higher role; an expired link opens nothing.
+    owner = get_user_model().objects.create_user("owner-i", password="pw-owner-i")
+    Membership.objects.create(project_id="team-i", user=owner, role="owner")
+    page = admin.post("/projects/team-i/members", {"invite": "viewer"}).content.decode()
+    path = page.split('id="invite-link">')[1].split("<")[0].removeprefix(system.public_url())
+    person = Client()
+    person.post("/login", {"username": "owner-i", "password": "pw-owner-i"})
+    assert "Join as owner-i" in person.get(path).content.decode()
+    assert person.post(path).status_code == 302
+    assert Membership.objects.get(project_id="team-i", user=owner).role == "owner"
+    page = admin.post("/projects/team-i/members", {"invite": "member"}).content.decode()
+    path = page.split('id="invite-link">')[1].split("<")[0].removeprefix(system.public_url())
+    Invite.objects.filter(used_at__isnull=True).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert Client().get(path).status_code == 403
+    assert Client().get("/join/made-up").status_code == 403
+    # Only owners and admins make links.
+    member = Client()
+    member.post("/login", {"username": "newcomer", "password": "a-long-pass-phrase-9"})
+    member.post("/projects/team-i/members", {"invite": "owner"})
+    assert Invite.objects.filter(created_by__startswith="newcomer").count() == 0
 
 
 def test_the_django_admin_is_for_server_admins_only_not_staff_with_permissions():

@@ -1,6 +1,8 @@
 """A person's projects: which one their session works in (the sidebar's switch), and a project's members
 and own secrets."""
 
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.utils.translation import gettext_lazy as _
@@ -23,9 +25,15 @@ def switch_project(request: HttpRequest) -> HttpResponseRedirect:
 
 @page()
 def members(request: HttpRequest, project: str) -> HttpResponse:
-    if request.method == "POST" and "user" not in request.POST:  # the secrets' forms
+    created: dict[str, Any] | None = None
+    if request.method == "POST" and "invite" in request.POST:
+        created = call(request, "projects.invite", project=project, role=request.POST.get("invite", ""))
+    elif request.method == "POST" and "revokeInvite" in request.POST:
+        call(request, "projects.revoke_invite", project=project, inviteId=request.POST["revokeInvite"])
+        return done(request, request.path, _("The invitation was revoked."))
+    elif request.method == "POST" and "user" not in request.POST:  # the secrets' forms
         return secret_posted(request, project)
-    if request.method == "POST":
+    elif request.method == "POST":
         user = request.POST.get("user", "").strip()
         if request.POST.get("remove"):
             call(request, "projects.remove_member", project=project, user=user)
@@ -40,5 +48,7 @@ def members(request: HttpRequest, project: str) -> HttpResponse:
         "roles": Role.values,
         "manages": manages,
         "secrets": call(request, "projects.secrets", project=project) if manages else [],
+        "invites": call(request, "projects.invites", project=project) if manages else [],
+        "created_invite": created,  # its link is shown this once
     }
     return show(request, "ui/members.html", context)

@@ -7,6 +7,7 @@ from ui import (
     agent_views,
     answer_views,
     dashboard_views,
+    join_views,
     login_views,
     node_views,
     project_views,
@@ -33,6 +34,8 @@ urlpatterns = [
     ),
     # A notification's answer page: the signed token is the only credential (attention.links).
     path("a/<str:token>", answer_views.answer, name="answer"),
+    # An invitation's page: the link is the only credential (cocoon.invites).
+    path("join/<str:token>", join_views.join, name="join"),
     path("sandboxes/", sandbox_views.sandboxes, name="sandboxes"),
     path("sandboxes/<str:sandbox_id>/", sandbox_views.sandbox, name="sandbox"),
     path("sandboxes/<str:sandbox_id>/do/<str:action>", sandbox_views.sandbox_action, name="sandbox_action"),

@@ -99,9 +99,8 @@ def list_entries(
     actor: Actor, *, limit: int = 50, before: int | None = None, sandbox_id: str = "", agent_id: str = ""
 ) -> list[ActivityEntry]:
     """The newest entries the actor may see."""
-    entries = ActivityEntry.objects.filter(tenancy.by_sandbox(actor))
-    if actor.project is not None:
-        entries = entries.filter(project__in=["", actor.project])
+    # Its project's, those of its sandboxes gone since too, and the server's.
+    entries = ActivityEntry.objects.filter(tenancy.by_project(actor, server_wide=True))
     if not actor.is_admin:  # (admins also see entries of keys no longer registered)
         entries = entries.filter(key__in=[key for key, shown in VISIBILITY.items() if actor.may_see(shown)])
     if before is not None:

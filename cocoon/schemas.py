@@ -35,6 +35,9 @@ QUOTAS = obj(
         "cpus": {"type": "number", "minimum": 0},
         "memoryMb": integer(minimum=0),
         "agents": integer(minimum=0),
+        # What its agents may spend in one UTC day together (settings usage.currency); past it the
+        # credential proxy refuses its sandboxes' requests until the next day or a raise.
+        "dailyCost": {"type": "number", "exclusiveMinimum": 0, "maximum": 1_000_000_000},
     }
 )
 MEMBER = obj({"user": STRING, "role": enum(*Role.values), "since": TIMESTAMP})

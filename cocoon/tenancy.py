@@ -339,6 +339,16 @@ def sandbox_owner(sandbox_id: str) -> Owner | None:
     return _sandboxes[0].owner(sandbox_id) if _sandboxes else None
 
 
+def by_project(actor: Actor, *, server_wide: bool = False) -> Q:
+    """The rule for rows that carry their project (usage records, activity entries): a project's, those
+    of its sandboxes gone since too; with server_wide also the rows of no project. A token narrowed to
+    its own sandboxes sees only their rows (and, server_wide, those of no sandbox)."""
+    if actor.sees_everything:
+        return Q()
+    where = Q(project__in=[actor.project, ""] if server_wide else [actor.project]) if actor.project else Q()
+    return where & by_sandbox(actor) if actor.own_only else where
+
+
 def by_sandbox(actor: Actor, field: str = "sandbox_id") -> Q:
     """The rule for rows that name a sandbox by id (activity entries): those of sandboxes actor may see,
     and those of no sandbox (server-wide). A gone sandbox's rows are seen by actors bound to none only."""

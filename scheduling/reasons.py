@@ -25,6 +25,7 @@ CLOSING_REASONS: dict[str, Any] = {
     "budget_spent_agent": _("The budget of its agent %(subject)s is spent: %(spent)s of %(limit)s."),
     "budget_spent_sandbox": _("The budget of its sandbox %(subject)s is spent: %(spent)s of %(limit)s."),
     "budget_spent_day": _("Today's cap of all agents is spent: %(spent)s of %(limit)s."),
+    "budget_spent_project": _("Today's cap of its project %(subject)s is spent: %(spent)s of %(limit)s."),
 }
 
 

@@ -272,6 +272,41 @@ def test_todays_cap_refuses_everyone(transactional_db):
     assert budgets.refusals()["all"] == ""
 
 
+def test_a_projects_daily_cap_refuses_its_own_sandboxes_only_and_its_records_stay_its_own(transactional_db):
+    from cocoon import tenancy
+    from usage import budgets
+    from usage import services as usage_services
+
+    tenancy.create_project("capped", "Capped", {"dailyCost": 0.01})
+    tenancy.create_project("free", "Free")
+    capped = Sandbox.objects.create(
+        name="c", image="i", network="egress", cpus=1, memory_mb=64, pids=16, project_id="capped"
+    )
+    sibling = Sandbox.objects.create(
+        name="d", image="i", network="egress", cpus=1, memory_mb=64, pids=16, project_id="capped"
+    )
+    free = Sandbox.objects.create(
+        name="f", image="i", network="egress", cpus=1, memory_mb=64, pids=16, project_id="free"
+    )
+    ingest.ingest([line(capped.id), line(free.id), line(free.id), line(free.id)])
+    assert budgets.refusals()["sandboxes"] == {}  # its one request is below the cap; the others' count not
+    ingest.ingest([line(capped.id)])
+    refused = budgets.refusals()["sandboxes"]
+    assert set(refused) == {capped.id, sibling.id}
+    assert "today's cap of project capped is spent" in refused[capped.id]
+    assert budgets.refusals()["all"] == ""
+    # Its records stay its own after the sandbox is gone.
+    capped_id = capped.id
+    capped.delete()
+    member = Actor(token_id="t", name="t", scope=TokenScope.AGENT, project="capped")
+    other = Actor(token_id="u", name="u", scope=TokenScope.AGENT, project="free")
+    assert {record.sandbox_id for record in usage_services.matching({}, member)} == {capped_id}
+    assert capped_id not in {record.sandbox_id for record in usage_services.matching({}, other)}
+    tenancy.update_project("capped", quotas={"dailyCost": 100})  # raised: the next tick lifts it
+    ingest.collect()
+    assert budgets.refusals()["sandboxes"] == {}
+
+
 def test_a_task_budget_that_says_stop_fails_the_task_with_its_reason(transactional_db):
     from scheduling.reasons import render_closing_reason
 

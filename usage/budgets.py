@@ -23,6 +23,7 @@ from cocoon.actors import SYSTEM_ACTOR, Actor
 from cocoon.choices import Visibility
 from cocoon.errors import CocoonError, field_error
 from cocoon.lookup import get_or_not_found
+from cocoon.models import Project
 from egress import services as egress
 from egress.policy import Refusals
 from sandboxes.models import Sandbox
@@ -83,11 +84,12 @@ def describe(budget: dict[str, Any], cost: Decimal, tokens: int) -> tuple[str, s
 def message(state: BudgetState) -> str:
     """What the proxy answers a refused request with (in English: the CLI shows it as it is)."""
     spent, limit = describe(state.budget, state.spent_cost, state.spent_tokens)
-    owner = (
-        "today's cap of all agents"
-        if state.scope == "day"
-        else f"the budget of {state.scope} {state.subject}"
-    )
+    if state.scope == Scope.DAY:
+        owner = "today's cap of all agents"
+    elif state.scope == Scope.PROJECT:
+        owner = f"today's cap of project {state.subject.rpartition('/')[0]}"
+    else:
+        owner = f"the budget of {state.scope} {state.subject}"
     raise_it = "An admin can raise it (usage.set_budget, or settings usage.dailyCap)."
     return f"cocoon: {owner} is spent ({spent} of {limit}). {raise_it}"
 
@@ -157,6 +159,7 @@ def explain(task: Task) -> dict[str, Any] | None:
     agents', or today's cap): the reason naming it. A CLI refused by the proxy exits or ends its turn
     with an error; the runner asks this before it names the step's failure (scheduling.runner)."""
     covering = [(Scope.TASK, task.id), (Scope.SANDBOX, task.sandbox_id), (Scope.DAY, _today())]
+    covering += [(Scope.PROJECT, f"{task.project_id}/{_today()}")]
     covering += [
         (Scope.AGENT, agent_id)
         for agent_id in Agent.objects.filter(task_id=task.id).values_list("pk", flat=True)
@@ -166,6 +169,7 @@ def explain(task: Task) -> dict[str, Any] | None:
         if state is not None:
             spent, limit = describe(state.budget, state.spent_cost, state.spent_tokens)
             key = "budget_spent" if scope == Scope.TASK else f"budget_spent_{scope}"
+            subject = subject.rpartition("/")[0] if scope == Scope.PROJECT else subject
             return closing_reason(key, subject=subject, spent=spent, limit=limit)
     return None
 
@@ -223,12 +227,29 @@ def evaluate(
             cap = config.get_settings()["usage"]["dailyCap"]
             days = BudgetState.objects.filter(scope=Scope.DAY)
             _retire(days.exclude(subject=today.date().isoformat()) if cap else days)
+            todays = UsageRecord.objects.filter(at__gte=today, at__lt=today + timedelta(days=1))
             if cap:
-                records = UsageRecord.objects.filter(at__gte=today, at__lt=today + timedelta(days=1))
-                changed |= _judge(Scope.DAY, today.date().isoformat(), {"cost": cap}, records)
+                changed |= _judge(Scope.DAY, today.date().isoformat(), {"cost": cap}, todays)
+            changed |= _judge_projects(todays, today.date().isoformat())
         moved = refusals() != before
     if moved:  # a raised budget works once the proxy has loaded the policy
         egress.sync(wait=wait)
+    return changed
+
+
+def _judge_projects(todays: Any, day: str) -> bool:
+    """Each project's cap of the day (quotas.dailyCost) against its records of the day; the states of
+    other days and of caps taken away are retired."""
+    caps = {
+        project: quotas["dailyCost"]
+        for project, quotas in Project.objects.values_list("id", "quotas")
+        if quotas.get("dailyCost")
+    }
+    states = BudgetState.objects.filter(scope=Scope.PROJECT)
+    _retire(states.exclude(subject__in=[f"{project}/{day}" for project in caps]))
+    changed = False
+    for project, cap in caps.items():
+        changed |= _judge(Scope.PROJECT, f"{project}/{day}", {"cost": cap}, todays.filter(project=project))
     return changed
 
 
@@ -246,6 +267,12 @@ def refusals() -> Refusals:
             continue
         if state.scope == Scope.SANDBOX:
             found["sandboxes"][state.subject] = text
+            continue
+        if state.scope == Scope.PROJECT:  # its sandboxes wholly, for the day it is of
+            project, _sep, day = state.subject.rpartition("/")
+            if day == today:
+                for sandbox_id in Sandbox.objects.filter(project_id=project).values_list("pk", flat=True):
+                    found["sandboxes"][sandbox_id] = text
             continue
         if state.scope == Scope.AGENT:
             live = Agent.objects.filter(pk=state.subject).exclude(status=AgentStatus.EXITED)

@@ -8,6 +8,7 @@ class Scope(models.TextChoices):
     TASK = "task", "task"  # its agents together
     SANDBOX = "sandbox", "sandbox"  # the agents in it together
     DAY = "day", "day"  # all agents in one UTC day (settings usage.dailyCap)
+    PROJECT = "project", "project"  # a project's agents in one UTC day (its quotas.dailyCost): "<id>/<day>"
 
 
 class BudgetStatus(models.TextChoices):

@@ -31,7 +31,7 @@ from agents.models import Agent
 from cocoon import config
 from egress import providers
 from egress.policy import node_dir, sandbox_nodes
-from sandboxes.models import LOCAL_NODE
+from sandboxes.models import LOCAL_NODE, Sandbox
 from scheduling.models import Task
 from usage import budgets
 from usage.models import UsageRecord
@@ -171,8 +171,9 @@ def _number(value: Any, limit: int) -> int:
 
 
 def _attribute(records: list[UsageRecord]) -> None:
-    """The task (and its schedule) each record's agent works for. An agent the record names that is not
-    of the record's sandbox (a sandbox may write any agent id into its placeholder) is not believed."""
+    """The project of each record's sandbox, and the task (and its schedule) its agent works for. An agent
+    the record names that is not of the record's sandbox (a sandbox may write any agent id into its
+    placeholder) is not believed."""
     agent_ids = {record.agent_id for record in records if record.agent_id}
     agents = {
         agent_id: (sandbox_id, task_id)
@@ -182,7 +183,10 @@ def _attribute(records: list[UsageRecord]) -> None:
     }
     task_ids = {task_id for _sandbox, task_id in agents.values() if task_id}
     schedules = dict(Task.objects.filter(pk__in=task_ids).values_list("pk", "schedule_id"))
+    sandbox_ids = {record.sandbox_id for record in records}
+    projects = dict(Sandbox.objects.filter(pk__in=sandbox_ids).values_list("pk", "project_id"))
     for record in records:
+        record.project = projects.get(record.sandbox_id) or ""
         sandbox_id, task_id = agents.get(record.agent_id, ("", ""))
         if sandbox_id != record.sandbox_id:
             if record.agent_id:

@@ -11,6 +11,8 @@ class UsageRecord(models.Model):
     id = models.CharField(primary_key=True, max_length=32)
     at = models.DateTimeField(db_index=True)  # when the request came
     sandbox_id = models.CharField(max_length=40, db_index=True)
+    # Its sandbox's project when it was read (it stays the project's after the sandbox is gone).
+    project = models.CharField(max_length=63, blank=True, db_index=True)
     agent_id = models.CharField(max_length=40, blank=True, db_index=True)
     task_id = models.CharField(max_length=40, blank=True, db_index=True)
     schedule_id = models.CharField(max_length=40, blank=True, db_index=True)

@@ -36,9 +36,9 @@ class Group:
 
 
 def matching(params: dict[str, Any], actor: Actor) -> QuerySet[UsageRecord]:
-    """Records actor may see (of its sandboxes: cocoon.tenancy) of the call's filters: sandboxId, agentId,
-    taskId, scheduleId, from, to."""
-    records = UsageRecord.objects.filter(tenancy.by_sandbox(actor)).filter(
+    """Records actor may see (its project's, also of sandboxes gone since: cocoon.tenancy) of the call's
+    filters: sandboxId, agentId, taskId, scheduleId, from, to."""
+    records = UsageRecord.objects.filter(tenancy.by_project(actor)).filter(
         **{field: params[wire] for wire, field in FILTERS.items() if params.get(wire)}
     )
     if start := params.get("from"):

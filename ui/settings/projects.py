@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from ui.web import call, done, page, show
 
 # The quota fields of the form, and how each is read; a blank one is no limit.
-QUOTA_FIELDS = {"sandboxes": int, "cpus": float, "memoryMb": int, "agents": int}
+QUOTA_FIELDS = {"sandboxes": int, "cpus": float, "memoryMb": int, "agents": int, "dailyCost": float}
 
 
 def quotas_from(form: QueryDict, prefix: str = "") -> dict[str, Any]:

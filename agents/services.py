@@ -138,7 +138,12 @@ def spawn_agent(
     with (
         steering_carved as steering_budget,
         nullcontext(budget) if in_own else tenancy.carving(actor, budget) as budget,
-        tenancy.within_quota(project, {"agents": 1}, lambda: {"agents": _running_in(project)}),
+        tenancy.within_quota(
+            project,
+            {"agents": 1},
+            lambda creators: {"agents": _running_in(project, creators)},
+            tenancy.person_of(sandbox.creator),  # a person's share counts the agents in their sandboxes
+        ),
     ):
         if steering is not None:
             ceilings |= {"budget": steering_budget} if steering_budget else {}
@@ -195,8 +200,10 @@ def _steering_bounds(
     )
 
 
-def _running_in(project: str) -> int:
-    return Agent.objects.filter(sandbox__project_id=project).exclude(status=AgentStatus.EXITED).count()
+def _running_in(project: str, creators: set[str] | None) -> int:
+    """The agents of a project that have not exited (in these creators' sandboxes only, if given)."""
+    running = Agent.objects.filter(sandbox__project_id=project).exclude(status=AgentStatus.EXITED)
+    return (running.filter(sandbox__creator__in=creators) if creators is not None else running).count()
 
 
 def _start(

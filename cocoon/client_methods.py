@@ -409,9 +409,11 @@ class Methods:
         """The names of a project's own secrets (values are never returned). For its sandboxes they stand before the server's of the same name; the server's are used only where an admin lets the project (serverSecrets). For admins and the project's owners."""
         return self.call("projects.secrets", _params({"project": project}))
 
-    def projects_set_member(self, *, project: str, user: str, role: str) -> Any:
-        """Make a person (a Django user) a member of a project, or give them another role: owner, member, viewer. Their open sessions end at once and open again with the new rights. For admins and the project's owners."""
-        return self.call("projects.set_member", _params({"project": project, "user": user, "role": role}))
+    def projects_set_member(self, *, project: str, user: str, role: str, quotas: dict | None = None) -> Any:
+        """Make a person (a Django user) a member of a project, or give them another role: owner, member, viewer, and their share of its quotas (quotas: what the sandboxes they make may take at once, and the agents in them; left out: as it was). Their open sessions end at once and open again with the new rights. For admins and the project's owners."""
+        return self.call(
+            "projects.set_member", _params({"project": project, "user": user, "role": role, "quotas": quotas})
+        )
 
     def projects_set_secret(self, *, project: str, name: str, value: str) -> Any:
         """Create or replace a project's own secret (its ANTHROPIC_API_KEY, GITHUB_TOKEN, a provider's key): encrypted at rest, never returned, used for the project's sandboxes only. For admins and the project's owners."""
@@ -1307,10 +1309,12 @@ class AsyncMethods:
         """The names of a project's own secrets (values are never returned). For its sandboxes they stand before the server's of the same name; the server's are used only where an admin lets the project (serverSecrets). For admins and the project's owners."""
         return await self.call("projects.secrets", _params({"project": project}))
 
-    async def projects_set_member(self, *, project: str, user: str, role: str) -> Any:
-        """Make a person (a Django user) a member of a project, or give them another role: owner, member, viewer. Their open sessions end at once and open again with the new rights. For admins and the project's owners."""
+    async def projects_set_member(
+        self, *, project: str, user: str, role: str, quotas: dict | None = None
+    ) -> Any:
+        """Make a person (a Django user) a member of a project, or give them another role: owner, member, viewer, and their share of its quotas (quotas: what the sandboxes they make may take at once, and the agents in them; left out: as it was). Their open sessions end at once and open again with the new rights. For admins and the project's owners."""
         return await self.call(
-            "projects.set_member", _params({"project": project, "user": user, "role": role})
+            "projects.set_member", _params({"project": project, "user": user, "role": role, "quotas": quotas})
         )
 
     async def projects_set_secret(self, *, project: str, name: str, value: str) -> Any:

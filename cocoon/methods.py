@@ -36,6 +36,7 @@ from cocoon.schemas import (
     QUOTAS,
     SECRET,
     SETUP_STATUS,
+    SHARE_QUOTAS,
     TOKEN,
     TOKEN_SANDBOXES,
     serialize_activity_entry,
@@ -302,10 +303,11 @@ def projects_members(call: Call) -> list[dict[str, Any]]:
 @registry.method(
     "projects.set_member",
     description="Make a person (a Django user) a member of a project, or give them another role: owner, "
-    "member, viewer. Their open sessions end at once and open again with the new rights. For admins and the "
-    "project's owners.",
+    "member, viewer, and their share of its quotas (quotas: what the sandboxes they make may take at once, "
+    "and the agents in them; left out: as it was). Their open sessions end at once and open again with the "
+    "new rights. For admins and the project's owners.",
     params=obj(
-        {"project": PROJECT_ID, "user": NAME, "role": enum(*Role.values)},
+        {"project": PROJECT_ID, "user": NAME, "role": enum(*Role.values), "quotas": SHARE_QUOTAS},
         required=("project", "user", "role"),
     ),
     result=MEMBER,
@@ -315,7 +317,7 @@ def projects_set_member(call: Call) -> dict[str, Any]:
     params = call.params
     tenancy.check_manages(call.actor, params["project"])
     with transaction.atomic():
-        member = tenancy.set_member(params["project"], params["user"], params["role"])
+        member = tenancy.set_member(params["project"], params["user"], params["role"], params.get("quotas"))
         activity.record("project.member_set", params, actor=call.actor)
     return serialize_member(member)
 

@@ -35,6 +35,9 @@ class Membership(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices)
+    # The person's share of the project's (cocoon.schemas.QUOTAS without dailyCost): what the sandboxes
+    # they created take, and the agents in them; a quota not set: no limit of their own.
+    quotas = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -40,7 +40,10 @@ QUOTAS = obj(
         "dailyCost": {"type": "number", "exclusiveMinimum": 0, "maximum": 1_000_000_000},
     }
 )
-MEMBER = obj({"user": STRING, "role": enum(*Role.values), "since": TIMESTAMP})
+# A person's share of a project's quotas (Membership.quotas): what the sandboxes they made take at once.
+SHARE_QUOTAS = obj({name: schema for name, schema in QUOTAS["properties"].items() if name != "dailyCost"})
+MEMBER = obj({"user": STRING, "role": enum(*Role.values), "quotas": SHARE_QUOTAS, "since": TIMESTAMP})
+
 INVITE = obj(
     {
         "id": STRING,
@@ -176,7 +179,12 @@ def serialize_project(project: Project) -> dict[str, Any]:
 
 
 def serialize_member(member: Membership) -> dict[str, Any]:
-    return {"user": member.user.get_username(), "role": member.role, "since": member.created_at.isoformat()}
+    return {
+        "user": member.user.get_username(),
+        "role": member.role,
+        "quotas": member.quotas,
+        "since": member.created_at.isoformat(),
+    }
 
 
 def serialize_token(token: ApiToken) -> dict[str, Any]:

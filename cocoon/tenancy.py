@@ -102,30 +102,61 @@ def acting_for(actor: Actor, owned: Owned) -> Actor:
     return replace(actor, token_id=owned.creator or actor.token_id, project=str(owned.project_id))
 
 
-# A project's quotas (cocoon.schemas.QUOTAS) count its sandboxes that are not stopped, agents not exited.
+# A project's quotas (cocoon.schemas.QUOTAS) count its sandboxes that are not stopped, agents not exited;
+# a person's share in it (Membership.quotas) those of the sandboxes they created.
 QUOTA_EXCEEDED = _("Project %(project)s may use %(limit)s of %(quota)s, and %(used)s of it is in use.")
+SHARE_EXCEEDED = _(
+    "%(user)s may use %(limit)s of %(quota)s in project %(project)s, and %(used)s of it is in use."
+)
+InUse = Callable[[set[str] | None], dict[str, float]]  # what is in use, of these creators' only if given
 
 
 @contextmanager
 def within_quota(
-    project: str, need: dict[str, float], in_use: Callable[[], dict[str, float]]
+    project: str, need: dict[str, float], in_use: InUse, person: int | None = None
 ) -> Iterator[None]:
     """Run the block that makes what need counts (a sandbox: 1 of sandboxes, its CPUs and memory) if it
-    fits the project's quotas beside what is in use, else quota_exceeded naming the quota, its limit and
-    its use, before anything is made. With a quota that counts it, the block holds the project's lock, so
-    two makes at once cannot both take the last of it; without one it costs nothing."""
+    fits the project's quotas and person's share of them (a Django user's key: whose it is) beside what
+    is in use, else quota_exceeded naming the quota, its limit and its use, before anything is made.
+    With a quota that counts it, the block holds the project's lock, so two makes at once cannot both
+    take the last of it; without one it costs nothing."""
     quotas = Project.objects.filter(pk=project).values_list("quotas", flat=True).first() or {}
     limits = {name: limit for name, limit in quotas.items() if name in need}
-    if not limits:
+    share = None
+    if person is not None:
+        share = Membership.objects.filter(project_id=project, user_id=person).select_related("user").first()
+    shares = {name: limit for name, limit in (share.quotas if share else {}).items() if name in need}
+    if not limits and not shares:
         yield
         return
     with locks.exclusive(f"quota-{project}"):
-        used = in_use()
-        for name, limit in limits.items():
-            if used.get(name, 0) + need[name] > limit:
-                details = {"project": project, "quota": name, "limit": limit, "used": used.get(name, 0)}
-                raise QuotaExceeded(QUOTA_EXCEEDED, details=details, **details)
+        _check_quota(QUOTA_EXCEEDED, limits, need, in_use(None) if limits else {}, project=project)
+        if share is not None and shares:
+            used = in_use(creators_of(share.user))
+            _check_quota(SHARE_EXCEEDED, shares, need, used, project=project, user=share.user.get_username())
         yield
+
+
+def _check_quota(
+    message: Any, limits: dict[str, float], need: dict[str, float], used: dict[str, float], **where: str
+) -> None:
+    for name, limit in limits.items():
+        if used.get(name, 0) + need[name] > limit:
+            details = {**where, "quota": name, "limit": limit, "used": used.get(name, 0)}
+            raise QuotaExceeded(message, details=details, **details)
+
+
+def creators_of(user: Any) -> set[str]:
+    """What the owned objects a person made name as their creator: their session's id and their tokens'."""
+    return {f"user:{user.pk}", *ApiToken.objects.filter(user=user).values_list("pk", flat=True)}
+
+
+def person_of(creator: str) -> int | None:
+    """The person (a Django user's key) who made an object, from its creator; None for a token of nobody's
+    or the server."""
+    if creator.startswith("user:") and creator[5:].isdigit():
+        return int(creator[5:])
+    return ApiToken.objects.filter(pk=creator).values_list("user_id", flat=True).first() if creator else None
 
 
 CEILING_EXCEEDED = _("This token may ask for %(ceiling)s only up to %(limit)s, not %(asked)s.")
@@ -275,10 +306,12 @@ def members(project: str) -> list[Membership]:
     )
 
 
-def set_member(project: str, username: str, role: str) -> Membership:
-    """Make a person a member of project in role (or give them that role); not_found for no such person."""
+def set_member(project: str, username: str, role: str, quotas: dict[str, float] | None = None) -> Membership:
+    """Make a person a member of project in role (or give them that role), with their share of its quotas
+    (None: as it was); not_found for no such person."""
+    defaults: dict[str, Any] = {"role": role} | ({"quotas": quotas} if quotas is not None else {})
     membership, _created = Membership.objects.update_or_create(
-        project_id=project, user=_user_named(username), defaults={"role": role}
+        project_id=project, user=_user_named(username), defaults=defaults
     )
     return membership
 

@@ -119,7 +119,7 @@ def create_sandbox(
     demand = placement.Demand(limits.cpus, limits.memory_mb, resolved.network, resolved.runtime, labels or {})
     owner = tenancy.creation(actor, project)["project_id"]
     # Within its project's quotas, and a budget carved out of its maker's if its token has a budget ceiling.
-    with services.within_quota(owner, limits), tenancy.carving(actor, budget) as budget:
+    with services.within_quota(owner, limits, actor.user), tenancy.carving(actor, budget) as budget:
         # A node with a warm pool of these options comes first, if one can take the sandbox (as placement
         # would, among those nodes only): a claim saves a create.
         keys = match(resolved, config.get_settings()) if pool else {}

@@ -335,21 +335,21 @@ def _engine_call(sandbox: Sandbox, operation: Any) -> Any:
         raise Conflict(_("The container of sandbox %(name)s is gone."), name=sandbox.name) from None
 
 
-def in_use(project: str) -> dict[str, float]:
-    """What a project's sandboxes that are not stopped take, as its quotas count it."""
-    taken = (
-        Sandbox.objects.claimed()
-        .filter(project_id=project)
-        .exclude(state=SandboxState.STOPPED)
-        .aggregate(sandboxes=Count("id"), cpus=Sum("cpus"), memoryMb=Sum("memory_mb"))
-    )
-    return {name: value or 0 for name, value in taken.items()}
+def in_use(project: str, creators: set[str] | None = None) -> dict[str, float]:
+    """What a project's sandboxes that are not stopped take (of these creators' only, if given), as its
+    quotas count it."""
+    taken = Sandbox.objects.claimed().filter(project_id=project).exclude(state=SandboxState.STOPPED)
+    if creators is not None:
+        taken = taken.filter(creator__in=creators)
+    sums = taken.aggregate(sandboxes=Count("id"), cpus=Sum("cpus"), memoryMb=Sum("memory_mb"))
+    return {name: value or 0 for name, value in sums.items()}
 
 
-def within_quota(project: str, limits: Limits) -> AbstractContextManager[None]:
-    """The block makes (or starts) a sandbox of these limits in project, if its quotas hold it."""
+def within_quota(project: str, limits: Limits, person: int | None) -> AbstractContextManager[None]:
+    """The block makes (or starts) a sandbox of these limits in project, person's (tenancy.person_of),
+    if its quotas and person's share of them hold it."""
     need = {"sandboxes": 1, "cpus": limits.cpus, "memoryMb": limits.memory_mb}
-    return tenancy.within_quota(project, need, lambda: in_use(project))
+    return tenancy.within_quota(project, need, lambda creators: in_use(project, creators), person)
 
 
 def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
@@ -357,7 +357,8 @@ def start_sandbox(sandbox_id: str, *, actor: Actor) -> Sandbox:
     limits = Limits(cpus=sandbox.cpus, memory_mb=sandbox.memory_mb, pids=sandbox.pids)
     # A stopped one counts against its project's quotas again once started.
     stopped = sandbox.state == SandboxState.STOPPED
-    with within_quota(str(sandbox.project_id), limits) if stopped else nullcontext():
+    person = tenancy.person_of(sandbox.creator)
+    with within_quota(str(sandbox.project_id), limits, person) if stopped else nullcontext():
         observed = _engine_call(sandbox, node_driver(sandbox.node).start)
         # Its address may have changed: in force before anything in it goes out again.
         return apply_state(

@@ -185,6 +185,10 @@ def test_a_projects_owner_keeps_its_own_secrets_and_an_admin_lets_it_use_the_ser
     member = get_user_model().objects.create_user("member-s", password="pw-member-s")
     Membership.objects.create(project_id="team-s", user=owner, role="owner")
     Membership.objects.create(project_id="team-s", user=member, role="member")
+    admin.post(
+        "/projects/team-s/members", {"user": "member-s", "role": "member", "sandboxes": "2", "cpus": ""}
+    )
+    assert Membership.objects.get(project_id="team-s", user=member).quotas == {"sandboxes": 2}
     client = Client()
     client.post("/login", {"username": "owner-s", "password": "pw-owner-s"})
     response = client.post(

@@ -10,7 +10,10 @@ from django.views.decorators.http import require_POST
 
 from cocoon.auth import SESSION_PROJECT_KEY
 from cocoon.choices import Role
-from ui.web import actor_of, back, call, done, page, secret_posted, show
+from ui.web import QUOTA_FIELDS, actor_of, back, call, done, page, quotas_from, secret_posted, show
+
+# A person's share of the project's quotas (a day's spend is the project's alone).
+SHARE_FIELDS = [name for name in QUOTA_FIELDS if name != "dailyCost"]
 
 
 @require_POST
@@ -38,7 +41,9 @@ def members(request: HttpRequest, project: str) -> HttpResponse:
         if request.POST.get("remove"):
             call(request, "projects.remove_member", project=project, user=user)
             return done(request, request.path, _("%(user)s was taken out.") % {"user": user})
-        call(request, "projects.set_member", project=project, user=user, role=request.POST.get("role", ""))
+        role = request.POST.get("role", "")
+        share = quotas_from(request.POST, fields=SHARE_FIELDS)
+        call(request, "projects.set_member", project=project, user=user, role=role, quotas=share)
         return done(request, request.path, _("%(user)s saved.") % {"user": user})
     actor = actor_of(request)
     manages = actor.is_admin or actor.role == Role.OWNER
@@ -46,6 +51,7 @@ def members(request: HttpRequest, project: str) -> HttpResponse:
         "project": project,
         "members": call(request, "projects.members", project=project),
         "roles": Role.values,
+        "share_fields": SHARE_FIELDS,
         "manages": manages,
         "secrets": call(request, "projects.secrets", project=project) if manages else [],
         "invites": call(request, "projects.invites", project=project) if manages else [],

@@ -1,13 +1,13 @@
 """What every UI view shares: the browser's actor and language, calls through the method registry, and
 error pages. Views call the same registry as the API, so authorization and validation are the API's."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import wraps
 from typing import Any, cast
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import translation
@@ -175,6 +175,31 @@ def done(request: HttpRequest, fallback: str, message: Any = None, **result: Any
     if message:
         messages.success(request, message)
     return redirect(back(request, fallback))
+
+
+# The quota fields of the form, and how each is read; a blank one is no limit.
+QUOTA_FIELDS: dict[str, Callable[[str], Any]] = {
+    "sandboxes": int,
+    "cpus": float,
+    "memoryMb": int,
+    "agents": int,
+    "dailyCost": float,
+}
+
+
+def quotas_from(form: QueryDict, prefix: str = "", fields: Iterable[str] = QUOTA_FIELDS) -> dict[str, Any]:
+    """The quotas a form gives; what is no number goes to the method as it is, to be refused there by
+    field (invalid_params), as every form's values are."""
+    quotas: dict[str, Any] = {}
+    for name in fields:
+        read = QUOTA_FIELDS[name]
+        value = form.get(prefix + name, "").strip()
+        if value:
+            try:
+                quotas[name] = read(value)
+            except ValueError:
+                quotas[name] = value
+    return quotas
 
 
 def secret_posted(request: HttpRequest, project: str | None = None) -> HttpResponse:

@@ -1,10 +1,14 @@
-"""Project quotas (#30): past a quota a create, start or spawn answers quota_exceeded naming the quota, its
-limit and its use, and leaves nothing behind: no container, no volume, no network, no row."""
+"""Project quotas (#30): past a quota (or a person's share of it) a create, start or spawn answers
+quota_exceeded naming the quota, its limit and its use, and leaves nothing behind: no container, no
+volume, no network, no row."""
 
+import json
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
+from tests.security.test_revocation import manage
 
 
 def engine_objects(docker_client, instance: str) -> set[str]:
@@ -101,3 +105,39 @@ def test_creates_at_once_never_take_more_than_the_quota(cocoond, project, sandbo
         answers = list(pool.map(lambda _: cocoond.post("sandbox.create", params, token=token), range(5)))
     assert sorted(answer.status_code for answer in answers) == [200, 200, 403, 403, 403]
     assert len(cocoond.call("sandbox.list", token=token)) == 2
+
+
+def test_a_persons_share_of_the_quotas_counts_only_what_they_made(cocoond, project, sandbox_image, tmp_path):
+    name, token = project
+    people = {who: f"{who}-{secrets.token_hex(3)}" for who in ("capped", "free")}
+    made = tmp_path / "tokens.json"
+    manage(
+        cocoond,
+        "import json; from django.contrib.auth import get_user_model; from cocoon import tokens; "
+        f"User = get_user_model(); plain = {{}}\n"
+        f"for who, username in {people!r}.items():\n"
+        f"    user = User.objects.create_user(username, password='pw')\n"
+        f"    plain[who] = tokens.create_token(username, 'user', user=user, project={name!r})[1]\n"
+        f"open({str(made)!r}, 'w').write(json.dumps(plain))",
+    )
+    plain = json.loads(made.read_text())
+    for who in people:
+        cocoond.call("projects.set_member", {"project": name, "user": people[who], "role": "member"})
+    share = {"sandboxes": 1, "agents": 1}
+    member = cocoond.call(
+        "projects.set_member", {"project": name, "user": people["capped"], "role": "member", "quotas": share}
+    )
+    assert member["quotas"] == share
+    params = {"network": "none", "image": sandbox_image, "pool": False}
+    mine = cocoond.call("sandbox.create", params, token=plain["capped"])
+    response = cocoond.post("sandbox.create", params, token=plain["capped"])
+    refused(response, "sandboxes", 1, 1)
+    assert response.json()["error"]["details"]["user"] == people["capped"]
+    # Another person's and the project's own token are not counted against it, nor it against them.
+    cocoond.call("sandbox.create", params, token=plain["free"])
+    cocoond.call("sandbox.create", params, token=token)
+    spawn = {"sandboxId": mine["id"], "profile": "shell"}
+    cocoond.call("agent.spawn", spawn, token=plain["capped"])
+    refused(cocoond.post("agent.spawn", spawn, token=plain["capped"]), "agents", 1, 1)
+    # The agents in a person's sandboxes are theirs, whoever spawns them.
+    refused(cocoond.post("agent.spawn", spawn, token=token), "agents", 1, 1)

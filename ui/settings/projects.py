@@ -1,28 +1,9 @@
 """Settings → Projects: the projects that own sandboxes (cocoon.tenancy), made and given quotas."""
 
-from typing import Any
-
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext_lazy as _
 
-from ui.web import call, done, page, show
-
-# The quota fields of the form, and how each is read; a blank one is no limit.
-QUOTA_FIELDS = {"sandboxes": int, "cpus": float, "memoryMb": int, "agents": int, "dailyCost": float}
-
-
-def quotas_from(form: QueryDict, prefix: str = "") -> dict[str, Any]:
-    """The quotas a form gives; what is no number goes to the method as it is, to be refused there by
-    field (invalid_params), as every form's values are."""
-    quotas: dict[str, Any] = {}
-    for name, read in QUOTA_FIELDS.items():
-        value = form.get(prefix + name, "").strip()
-        if value:
-            try:
-                quotas[name] = read(value)
-            except ValueError:
-                quotas[name] = value
-    return quotas
+from ui.web import QUOTA_FIELDS, call, done, page, quotas_from, show
 
 
 @page(admin=True)

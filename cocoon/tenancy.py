@@ -236,17 +236,16 @@ def carving(actor: Actor, asked: dict[str, Any] | None) -> Iterator[dict[str, An
             if left[kind] <= 0 or given[kind] > left[kind]:
                 details = {"ceiling": f"budget.{kind}", "limit": left[kind], "asked": given[kind]}
                 raise CeilingExceeded(BUDGET_LEFT, details=details, **details)
-        _carve(actor.token_id, given)
+        _carve(token, given)
     try:
         yield (asked or {}) | given
     except BaseException:
-        with locks.exclusive(lock):
-            _carve(actor.token_id, {kind: -amount for kind, amount in given.items()})
+        with locks.exclusive(lock):  # as it is now: others may have carved meanwhile
+            _carve(ApiToken.objects.get(pk=actor.token_id), {kind: -amount for kind, amount in given.items()})
         raise
 
 
-def _carve(token_id: str, amounts: dict[str, float]) -> None:
-    token = ApiToken.objects.get(pk=token_id)
+def _carve(token: ApiToken, amounts: dict[str, float]) -> None:
     token.carved = {kind: round(token.carved.get(kind, 0) + amounts.get(kind, 0), 6) for kind in amounts}
     token.save(update_fields=["carved"])
 

@@ -11,6 +11,7 @@ from agents.schemas import (
     AGENT,
     AGENT_BY_ID,
     AGENT_ID,
+    AGENT_NAME,
     EXPLANATION,
     PROFILE,
     PROFILE_BY_NAME,
@@ -55,6 +56,7 @@ from sandboxes.schemas import SANDBOX_ID
         {
             "sandboxId": SANDBOX_ID,
             "profile": string(minLength=1, maxLength=64),
+            "name": AGENT_NAME,  # else its prompt's first words, or its profile's name
             "prompt": string(maxLength=100_000),
             "env": ENV,
             "providers": array(string(pattern=PROVIDER_ID_PATTERN), maxItems=10, uniqueItems=True),
@@ -82,6 +84,7 @@ def agent_spawn(call: Call) -> dict[str, Any]:
         model=params.get("model"),
         budget=params.get("budget"),
         steering=params.get("steering"),
+        name=params.get("name"),
         cols=params.get("cols", 120),
         rows=params.get("rows", 40),
     )
@@ -187,6 +190,19 @@ def agent_wait(call: Call) -> dict[str, Any]:
             status=agent.status,
         )
     return serialize_agent(agent)
+
+
+@registry.method(
+    "agent.rename",
+    description="Give an agent another name; its id stays the same.",
+    params=obj({"agentId": AGENT_ID, "name": AGENT_NAME}, required=("agentId", "name")),
+    result=AGENT,
+    agent_side=True,
+)
+def agent_rename(call: Call) -> dict[str, Any]:
+    return serialize_agent(
+        services.rename_agent(call.params["agentId"], call.params["name"], actor=call.actor)
+    )
 
 
 @registry.method(

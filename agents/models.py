@@ -45,6 +45,8 @@ class Agent(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_agent_id, editable=False)
     sandbox = models.ForeignKey("sandboxes.Sandbox", on_delete=models.CASCADE, related_name="agents")
     profile = models.CharField(max_length=64)
+    # What people call it (agents.services.default_name, or given; renamable); the id is the API's.
+    name = models.CharField(max_length=80)
     status = models.CharField(max_length=10, choices=AgentStatus.choices, default=AgentStatus.UNKNOWN)
     status_at = models.DateTimeField(default=timezone.now)  # since when it has had that status
     status_source = models.CharField(

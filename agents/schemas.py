@@ -28,10 +28,13 @@ from cocoon.settings_schema import SECRET_NAME_PATTERN
 
 NUMBER = {"type": "number"}
 AGENT_ID = string(pattern="^ag_[a-z0-9]+$", maxLength=40)
+# Printable, not blank at either end (it is shown wherever the agent is).
+AGENT_NAME = string(maxLength=80, pattern="^[^\\x00-\\x20\\x7f]([^\\x00-\\x1f\\x7f]*[^\\x00-\\x20\\x7f])?$")
 AGENT = obj(
     {
         "id": STRING,
         "sandboxId": STRING,
+        "name": STRING,
         "profile": STRING,
         "status": enum(*AgentStatus.values),
         "statusSource": enum(*StatusSource.values),
@@ -104,6 +107,7 @@ def serialize_agent(agent: Agent) -> dict[str, Any]:
     return {
         "id": agent.id,
         "sandboxId": agent.sandbox_id,
+        "name": agent.name,
         "profile": agent.profile,
         "status": agent.status,
         "statusSource": agent.status_source,

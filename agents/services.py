@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 from agents import hooks, tmux
@@ -81,6 +82,7 @@ activity.register_messages(
         ),
         "agent.vanished": _("Agent %(agent)s ended: its session vanished without an exit code."),
         "agent.resumed": _("Agent %(agent)s was resumed after its sandbox restarted."),
+        "agent.renamed": _("Agent %(old)s is called %(agent)s now."),
     },
     visibility=Visibility.AGENT,
 )
@@ -122,6 +124,7 @@ def spawn_agent(
     task_id: str = "",
     budget: dict[str, Any] | None = None,
     steering: dict[str, Any] | None = None,
+    name: str | None = None,
 ) -> Agent:
     sandbox = get_sandbox(sandbox_id).ensure_running()
     profile = get_profile(profile_name)
@@ -155,6 +158,7 @@ def spawn_agent(
             id=new_agent_id(),
             sandbox=sandbox,
             profile=profile.name,
+            name=name or default_name(prompt, profile.name),
             status=AgentStatus.WORKING if prompt else AgentStatus.UNKNOWN,
             last_input_at=timezone.now() if prompt else None,
             task_id=task_id,
@@ -181,6 +185,35 @@ def spawn_agent(
                 transaction.on_commit(lambda: current_app.send_task("agents.tasks.watch", args=(sandbox.id,)))
     if prompt and profile.prompt_mode == PromptMode.TYPED:
         send_input(agent.id, prompt, actor=actor)
+    return agent
+
+
+NAME_FROM_PROMPT = 48
+
+
+def default_name(prompt: str | None, profile: str) -> str:
+    """An agent's name when none is given: its prompt's first words (what it was asked to do), else its
+    profile's name."""
+    words = " ".join("".join(c if c.isprintable() else " " for c in (prompt or "")[:500]).split())
+    return Truncator(words).chars(NAME_FROM_PROMPT) if words else profile
+
+
+def rename_agent(agent_id: str, name: str, *, actor: Actor) -> Agent:
+    """Give an agent another name (its id stays what the API knows it by)."""
+    agent = get_agent(agent_id)
+    old = agent.name
+    if name != old:
+        agent.name = name
+        with transaction.atomic():
+            agent.save(update_fields=["name"])
+            activity.record(
+                "agent.renamed",
+                {"old": old, "agent": name},
+                actor=actor,
+                sandbox_id=agent.sandbox_id,
+                agent_id=agent.id,
+            )
+            publish(agent)
     return agent
 
 

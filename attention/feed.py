@@ -192,7 +192,11 @@ def on_agent(event: Event) -> None:
     agent = Agent.objects.select_related("sandbox").filter(pk=data["id"]).first()
     if agent is None:
         return
-    params: dict[str, Any] = {"agent": agent.id, "profile": agent.profile, "sandbox": agent.sandbox.name}
+    params: dict[str, Any] = {
+        "agent": agent.name or agent.id,
+        "profile": agent.profile,
+        "sandbox": agent.sandbox.name,
+    }
     if kind == AttentionKind.AGENT_EXITED:
         params |= {"reason": agent.exit_reason, "code": agent.exit_code}
     if kind == AttentionKind.AGENT_FAILED:

@@ -12,11 +12,11 @@ from cocoon.schema import STRING, TIMESTAMP, enum, integer, nullable, obj, strin
 
 ITEM_ID = string(pattern="^at_[a-z0-9]+$", maxLength=40)
 TITLES = {
-    AttentionKind.AGENT_BLOCKED: _("Agent %(agent)s (%(profile)s) in %(sandbox)s waits for an answer."),
-    AttentionKind.AGENT_DONE: _("Agent %(agent)s (%(profile)s) in %(sandbox)s is done."),
-    AttentionKind.AGENT_FAILED: _("Agent %(agent)s (%(profile)s) in %(sandbox)s failed: %(fix)s"),
+    AttentionKind.AGENT_BLOCKED: _("Agent “%(agent)s” (%(profile)s) in %(sandbox)s waits for an answer."),
+    AttentionKind.AGENT_DONE: _("Agent “%(agent)s” (%(profile)s) in %(sandbox)s is done."),
+    AttentionKind.AGENT_FAILED: _("Agent “%(agent)s” (%(profile)s) in %(sandbox)s failed: %(fix)s"),
     AttentionKind.AGENT_EXITED: _(
-        "Agent %(agent)s (%(profile)s) in %(sandbox)s ended (%(reason)s, code %(code)s)."
+        "Agent “%(agent)s” (%(profile)s) in %(sandbox)s ended (%(reason)s, code %(code)s)."
     ),
     AttentionKind.TASK_REVIEW: _("Task %(title)s needs a review."),
     AttentionKind.TASK_FAILED: _("Task %(title)s failed."),

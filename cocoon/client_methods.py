@@ -51,6 +51,10 @@ class Methods:
         """The agent's screen as text, and scrollback lines when asked. Of an agent that is gone: the last screen cocoon kept (lastKnown, capturedAt), with at most 200 lines of scrollback."""
         return self.call("agent.read", _params({"agentId": agent_id, "scrollback": scrollback}))
 
+    def agent_rename(self, *, agent_id: str, name: str) -> Any:
+        """Give an agent another name; its id stays the same."""
+        return self.call("agent.rename", _params({"agentId": agent_id, "name": name}))
+
     def agent_send_input(self, *, agent_id: str, text: str, enter: bool | None = None) -> Any:
         """Type text into the agent's terminal, followed by Enter unless enter is false."""
         return self.call("agent.send_input", _params({"agentId": agent_id, "text": text, "enter": enter}))
@@ -64,6 +68,7 @@ class Methods:
         *,
         sandbox_id: str,
         profile: str,
+        name: str | None = None,
         prompt: str | None = None,
         env: dict | None = None,
         providers: list | None = None,
@@ -80,6 +85,7 @@ class Methods:
                 {
                     "sandboxId": sandbox_id,
                     "profile": profile,
+                    "name": name,
                     "prompt": prompt,
                     "env": env,
                     "providers": providers,
@@ -933,6 +939,10 @@ class AsyncMethods:
         """The agent's screen as text, and scrollback lines when asked. Of an agent that is gone: the last screen cocoon kept (lastKnown, capturedAt), with at most 200 lines of scrollback."""
         return await self.call("agent.read", _params({"agentId": agent_id, "scrollback": scrollback}))
 
+    async def agent_rename(self, *, agent_id: str, name: str) -> Any:
+        """Give an agent another name; its id stays the same."""
+        return await self.call("agent.rename", _params({"agentId": agent_id, "name": name}))
+
     async def agent_send_input(self, *, agent_id: str, text: str, enter: bool | None = None) -> Any:
         """Type text into the agent's terminal, followed by Enter unless enter is false."""
         return await self.call(
@@ -948,6 +958,7 @@ class AsyncMethods:
         *,
         sandbox_id: str,
         profile: str,
+        name: str | None = None,
         prompt: str | None = None,
         env: dict | None = None,
         providers: list | None = None,
@@ -964,6 +975,7 @@ class AsyncMethods:
                 {
                     "sandboxId": sandbox_id,
                     "profile": profile,
+                    "name": name,
                     "prompt": prompt,
                     "env": env,
                     "providers": providers,

@@ -225,6 +225,7 @@ class Run:
                 providers=step.get("providers") or None,
                 model=step.get("model") or None,
                 task_id=task.id,
+                name=f"{agents.default_name(task.title, step['profile'])} ({index + 1}/{len(task.workflow)})",
             )
             state |= {
                 "status": StepStatus.RUNNING,

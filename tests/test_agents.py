@@ -123,6 +123,30 @@ def test_keys_and_kill(cocoond, sandbox):
     assert [a["id"] for a in call(cocoond, "agent.list", sandboxId=sandbox["id"])] == [agent["id"]]
 
 
+def test_an_agent_is_named_by_its_prompt_or_as_given_and_renamed_with_its_id_kept(cocoond, sandbox):
+    """Issue #37: names people use; the id stays what the API knows it by."""
+    prompted = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell", prompt="echo hi\tthere")
+    assert prompted["name"] == "echo hi there"  # the prompt's first words, a control character a space
+    given = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell", name="reviewer")
+    plain = call(cocoond, "agent.spawn", sandboxId=sandbox["id"], profile="shell")
+    assert (given["name"], plain["name"]) == ("reviewer", "shell")
+    with cocoond.ws() as ws:
+        ws.call("events.subscribe", {"types": ["agent.updated"]})
+        renamed = call(cocoond, "agent.rename", agentId=plain["id"], name="Ops · täglich")
+        assert (renamed["id"], renamed["name"]) == (plain["id"], "Ops · täglich")
+        # The rename's event (others may come first: the three agents' status as the poller sees it).
+        names = (ws.receive(timeout=10)["event"] for _ in range(20))
+        assert any(e["agentId"] == plain["id"] and e["data"]["name"] == "Ops · täglich" for e in names)
+    assert call(cocoond, "agent.get", agentId=plain["id"])["name"] == "Ops · täglich"
+    for bad in ["", " padded", "line\nbreak", "x" * 81]:
+        refused = cocoond.post("agent.rename", {"agentId": plain["id"], "name": bad})
+        assert refused.json()["error"]["code"] == "invalid_params", bad
+        refused = cocoond.post("agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell", "name": bad})
+        assert refused.json()["error"]["code"] == "invalid_params", bad
+    assert len(call(cocoond, "agent.list", sandboxId=sandbox["id"])) == 3  # a refused spawn made none
+    assert call(cocoond, "agent.get", agentId=plain["id"])["name"] == "Ops · täglich"
+
+
 def test_secrets_reach_the_agent_only_through_its_env_file(cocoond, sandbox, docker_client):
     # The one kind of secret that goes in as itself: marked raw by an admin (provider keys go in as
     # placeholders only, and not at all without network).

@@ -67,7 +67,9 @@ def test_the_dashboard_lists_what_needs_you_first_and_then_the_agents_blocked_fi
     vanished = agent("exited", exit_reason="session_vanished", status_at=timezone.now())
     working = agent("working", rule="working_indicator", last_screen="$ make\n\nbuilding step 7…\n")
     done = agent("done")
-    stuck = agent("blocked", rule="question", last_screen=f"$ ./deploy.sh\n{QUESTION}\n")
+    stuck = agent(
+        "blocked", name="deploy the release", rule="question", last_screen=f"$ ./deploy.sh\n{QUESTION}\n"
+    )
     agent_services.publish(stuck)  # as the poller does: the feed opens an item with the question
     [item] = Item.objects.filter(agent_id=stuck.id)
     task_id = in_review("ship the release")
@@ -77,7 +79,7 @@ def test_the_dashboard_lists_what_needs_you_first_and_then_the_agents_blocked_fi
     page = client.get("/").content.decode()
     needs_you = between(page, 'data-live-list="attention"', 'data-live-list="agents"')
     assert f'data-item="{item.id}"' in needs_you
-    assert f"Agent {stuck.id} (shell) in build waits for an answer." in needs_you
+    assert "Agent “deploy the release” (shell) in build waits for an answer." in needs_you
     assert QUESTION in needs_you
     assert f'href="/agents/{stuck.id}/"' in needs_you
     assert f'action="/attention/{item.id}/do/ack"' in needs_you
@@ -260,3 +262,28 @@ def test_a_sandbox_is_renamed_from_its_page_and_over_rpc_and_a_taken_or_bad_name
     with pytest.raises(InvalidParams) as bad:
         registry.dispatch("sandbox.rename", {"sandboxId": sandbox.id, "name": "-no"}, SYSTEM_ACTOR, "en")
     assert bad.value.render()["code"] == "invalid_params"
+
+
+@engine
+def test_an_agent_is_shown_by_its_name_and_renamed_from_its_page():
+    """Issue #37: the card, the agent's page and its task's steps name it; the id is the link's and the
+    tooltip's."""
+    sandbox = make_sandbox("build")
+    agent = Agent.objects.create(sandbox=sandbox, profile="shell", status="idle", name="fix the login")
+    client, _plain = logged_in()
+    dashboard = client.get("/").content.decode()
+    card = dashboard[dashboard.index(f'data-agent="{agent.id}"') :]
+    assert f'title="{agent.id}" data-field="name">fix the login</a>' in card
+    page = f"/agents/{agent.id}/"
+    renamed = client.post(
+        f"{page}do/rename", {"name": "login fix"}, HTTP_REFERER=f"http://testserver{page}", follow=True
+    )
+    assert "Renamed." in renamed.content.decode()
+    assert "<title>login fix" in renamed.content.decode()
+    assert Agent.objects.get(pk=agent.pk).name == "login fix"
+    blank = client.post(
+        f"{page}do/rename", {"name": " "}, HTTP_REFERER=f"http://testserver{page}", follow=True
+    )
+    assert blank.status_code == 200
+    assert "Renamed." not in blank.content.decode()
+    assert Agent.objects.get(pk=agent.pk).name == "login fix"

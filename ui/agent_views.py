@@ -42,6 +42,8 @@ def agents(request: HttpRequest) -> HttpResponse:
 def agent_spawn(request: HttpRequest) -> HttpResponse:
     form = request.POST
     params: dict[str, Any] = {"sandboxId": form.get("sandboxId", ""), "profile": form.get("profile", "")}
+    if name := form.get("name", "").strip():
+        params["name"] = name
     if prompt := form.get("prompt", "").strip():
         params["prompt"] = prompt
     if providers := form.getlist("providers"):
@@ -77,7 +79,12 @@ def agent_budget(request: HttpRequest, agent_id: str) -> HttpResponse:
     return set_budget(request, Scope.AGENT, agent_id, _agent_page)
 
 
-AGENT_ACTIONS = {"input": "agent.send_input", "keys": "agent.send_keys", "kill": "agent.kill"}
+AGENT_ACTIONS = {
+    "input": "agent.send_input",
+    "keys": "agent.send_keys",
+    "kill": "agent.kill",
+    "rename": "agent.rename",
+}
 
 
 @page()
@@ -87,7 +94,10 @@ def agent_action(request: HttpRequest, agent_id: str, action: str) -> HttpRespon
         "input": {"text": request.POST.get("text", "")},
         "keys": {"keys": request.POST.getlist("key")},
         "kill": {},
+        "rename": {"name": request.POST.get("name", "").strip()},
     }
     method = method_of(AGENT_ACTIONS, action)
     call(request, method, agentId=agent_id, **params[action])
-    return done(request, reverse("ui:agent", args=[agent_id]), _("Done"))
+    return done(
+        request, reverse("ui:agent", args=[agent_id]), _("Renamed.") if action == "rename" else _("Done")
+    )

@@ -111,14 +111,23 @@ def task(request: HttpRequest, task_id: str) -> HttpResponse:
 def _task_page(request: HttpRequest, task_id: str, posted: BudgetForm | None = None) -> HttpResponse:
     current = call(request, "task.get", taskId=task_id)
     diff = current["diff"] or {"files": [], "patch": ""}
+    sandbox_exists = bool(current["sandboxId"]) and any(
+        sb["id"] == current["sandboxId"] for sb in call(request, "sandbox.list")
+    )
+    names = {}
+    if sandbox_exists:  # its steps' agents by name (an agent goes with its sandbox)
+        names = {
+            agent["id"]: agent["name"]
+            for agent in call(request, "agent.list", sandboxId=current["sandboxId"])
+        }
+    current["steps"] = [step | {"agentName": names.get(step.get("agentId", ""))} for step in current["steps"]]
     context = {
         "task": current,
         "open": current["status"] in OPEN_STATUSES,
         "in_review": current["status"] == TaskStatus.REVIEW,
         **diff_context(diff, request.GET.get("view")),
         "report_details": json.dumps((current["report"] or {}).get("details"), indent=2, ensure_ascii=False),
-        "sandbox_exists": bool(current["sandboxId"])
-        and any(sb["id"] == current["sandboxId"] for sb in call(request, "sandbox.list")),
+        "sandbox_exists": sandbox_exists,
         "spend": spent(call(request, "usage.summary", groupBy="task", taskId=task_id)),
         "budget": budget_section(request, Scope.TASK, task_id, current["budget"], posted),
     }

@@ -107,7 +107,7 @@ const handlers = {
     const agent = event.data;
     const cards = document.querySelectorAll(`[data-agent="${agent.id}"]`);
     cards.forEach((card) => {
-      for (const name of ["status", "statusSource", "rule", "screenTail"]) setField(card, name, agent[name]);
+      for (const name of ["name", "status", "statusSource", "rule", "screenTail"]) setField(card, name, agent[name]);
       const since = card.querySelector("time[data-since]");
       if (since) {
         since.dateTime = agent.statusSince;
@@ -124,7 +124,7 @@ const handlers = {
     const wasBlocked = blocked.has(agent.id);
     agent.status === "blocked" ? blocked.add(agent.id) : blocked.delete(agent.id);
     if (agent.status === "blocked" && !wasBlocked && window.Notification?.permission === "granted") {
-      new Notification(strings.blocked, { body: `${agent.id} (${agent.profile})`, tag: agent.id });
+      new Notification(strings.blocked, { body: `${agent.name} (${agent.profile})`, tag: agent.id });
     }
     showBlocked();
   },

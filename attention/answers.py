@@ -20,6 +20,7 @@ from cocoon.choices import AttentionKind, TokenScope
 from cocoon.errors import Conflict, InvalidParams
 
 REPLY_MAX = 2000
+QUESTION_CHANGED = _("The question has changed since this page was opened: read it again.")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,29 @@ def question(item: Item) -> Question:
     return Question(item, agent, answers, fingerprint)
 
 
+def chosen(offered: list[list[str]], choice: int | None, reply: str) -> list[str] | None:
+    """The keys of answer number `choice` of those offered, or None for the reply (which must say
+    something); invalid_params for neither."""
+    if choice is None:
+        if not reply.strip() or len(reply) > REPLY_MAX:
+            raise InvalidParams(
+                _("Choose an answer or write a reply of up to %(max)s characters."), max=REPLY_MAX
+            )
+        return None
+    if not 0 <= choice < len(offered):
+        raise InvalidParams(_("Choose one of the answers shown."))
+    return offered[choice]
+
+
+def said(keys: list[str] | None, reply: str) -> str:
+    """What an answer sent, for the log and the page (a reply by its length: it may be a secret)."""
+    return (
+        " ".join(keys)
+        if keys is not None
+        else str(_("a reply of %(count)s characters") % {"count": len(reply)})
+    )
+
+
 def link_actor(item: Item) -> Actor:
     """Who answers through a link: no token, this item's agent only."""
     return Actor(token_id=f"link:{item.id}", name="answer link", scope=TokenScope.AGENT)
@@ -55,21 +79,15 @@ def answer(asked: Question, *, seen: str, choice: int | None = None, reply: str 
     if agent is None or not asked.answers:
         raise Conflict(_("Nothing waits for an answer here any more."))
     if seen != asked.fingerprint:
-        raise Conflict(_("The question has changed since this page was opened: read it again."))
-    if choice is None and (not reply.strip() or len(reply) > REPLY_MAX):
-        raise InvalidParams(
-            _("Choose an answer or write a reply of up to %(max)s characters."), max=REPLY_MAX
-        )
-    if choice is not None and not 0 <= choice < len(asked.answers):
-        raise InvalidParams(_("Choose one of the answers shown."))
+        raise Conflict(QUESTION_CHANGED)
+    keys = chosen(asked.answers, choice, reply)
     actor = link_actor(item)
     with links.use(item):
-        if choice is not None:
-            agents.send_keys(agent.id, asked.answers[choice], actor=actor)
-            sent = " ".join(asked.answers[choice])
+        if keys is not None:
+            agents.send_keys(agent.id, keys, actor=actor)
         else:
             agents.send_input(agent.id, reply, actor=actor)
-            sent = str(_("a reply of %(count)s characters") % {"count": len(reply)})
+    sent = said(keys, reply)
     params = title_params(item) | {"answer": sent}
     activity.record(
         "attention.answered", params, actor=actor, sandbox_id=item.sandbox_id, agent_id=item.agent_id

@@ -41,6 +41,18 @@ def attention_list(call: Call) -> list[dict[str, Any]]:
 
 
 @registry.method(
+    "attention.get",
+    reads=True,
+    description="One item, in any state.",
+    params=ITEM_BY_ID,
+    result=ITEM,
+    agent_side=True,
+)
+def attention_get(call: Call) -> dict[str, Any]:
+    return serialize_item(feed.get_item(call.params["itemId"], call.actor), call.language)
+
+
+@registry.method(
     "attention.ack",
     description="Acknowledge an item: no more notifications of it; it stays (acked) until its cause goes "
     "away.",

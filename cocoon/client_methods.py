@@ -106,6 +106,10 @@ class Methods:
         """Acknowledge an item: no more notifications of it; it stays (acked) until its cause goes away."""
         return self.call("attention.ack", _params({"itemId": item_id}))
 
+    def attention_get(self, *, item_id: str) -> Any:
+        """One item, in any state."""
+        return self.call("attention.get", _params({"itemId": item_id}))
+
     def attention_list(
         self, *, state: str | None = None, sandbox_id: str | None = None, limit: int | None = None
     ) -> Any:
@@ -997,6 +1001,10 @@ class AsyncMethods:
     async def attention_ack(self, *, item_id: str) -> Any:
         """Acknowledge an item: no more notifications of it; it stays (acked) until its cause goes away."""
         return await self.call("attention.ack", _params({"itemId": item_id}))
+
+    async def attention_get(self, *, item_id: str) -> Any:
+        """One item, in any state."""
+        return await self.call("attention.get", _params({"itemId": item_id}))
 
     async def attention_list(
         self, *, state: str | None = None, sandbox_id: str | None = None, limit: int | None = None

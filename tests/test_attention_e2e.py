@@ -73,8 +73,8 @@ def test_a_blocked_shell_agent_is_answered_from_the_link_in_its_email(cocoond, s
                 needs_you = dashboard.locator(f'[data-item="{item["id"]}"]')
                 expect(needs_you).to_contain_text("waits for an answer")
                 card = dashboard.locator(f'[data-agent="{agent["id"]}"]')
-                expect(card.locator('[data-field="status"]')).to_have_text("blocked")
-                expect(card.locator('[data-field="rule"]')).to_have_text("question")
+                expect(card.locator('[data-field="status"]')).to_have_text("waits for you")
+                expect(card.locator('[data-field="rule"]')).to_have_text("a question on its screen")
                 expect(card.locator('[data-field="screenTail"]')).to_contain_text("Continue? [y/n]")
 
                 phone = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
@@ -88,7 +88,9 @@ def test_a_blocked_shell_agent_is_answered_from_the_link_in_its_email(cocoond, s
 
                 # The dashboard follows without a reload: the item is gone, the card is no longer blocked.
                 expect(needs_you).to_have_count(0, timeout=20_000)
-                expect(card.locator('[data-field="status"]')).not_to_have_text("blocked", timeout=20_000)
+                expect(card.locator('[data-field="status"]')).not_to_have_text(
+                    "waits for you", timeout=20_000
+                )
                 browser.close()
 
             def answered() -> str:
@@ -105,3 +107,41 @@ def test_a_blocked_shell_agent_is_answered_from_the_link_in_its_email(cocoond, s
             assert delivery["state"] == "sent"
         finally:
             cocoond.call("settings.reset", {"keys": ["notifications.channels.e2e-mail"]})
+
+
+def test_the_dashboard_follows_a_new_agent_its_question_and_an_answer_from_its_card(cocoond, sandbox):
+    """Issue #37: the "Needs you" list and the wall follow the events without a reload, and a blocked
+    agent is answered from its card with the answers of its profile."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
+        log_in(page, cocoond, cocoond.token)
+        expect(page.locator("#live-state[data-live]")).to_have_count(1)
+        expect(page.locator(".needs-you [data-empty]")).to_be_visible()
+        page.evaluate("window.notReloaded = true")
+
+        agent = cocoond.call("agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell", "name": "asker"})
+        card = page.locator(f'.card[data-agent="{agent["id"]}"]')
+        expect(card.locator('[data-field="name"]')).to_have_text("asker", timeout=15_000)
+        cocoond.call("agent.send_input", {"agentId": agent["id"], "text": ASK})
+        expect(card.locator('[data-field="status"]')).to_have_text("waits for you", timeout=30_000)
+        [item] = cocoond.call("attention.list", {"sandboxId": sandbox["id"]})
+        listed = page.locator(f'[data-item="{item["id"]}"]')
+        expect(listed).to_contain_text("Agent “asker” (shell)", timeout=15_000)
+        expect(page.locator(".needs-you [data-empty]")).to_be_hidden()
+
+        card.get_by_role("button", name="n Enter").click()
+        expect(card.locator("[data-result]")).to_have_text("Sent: n Enter.")
+        expect(listed).to_have_count(0, timeout=20_000)
+        expect(card.locator('[data-field="status"]')).not_to_have_text("waits for you", timeout=20_000)
+        expect(card.locator("form.card-answer")).to_have_count(0)
+        assert page.evaluate("window.notReloaded") is True
+        browser.close()
+
+    def answered() -> str:
+        result = cocoond.call(
+            "sandbox.exec", {"sandboxId": sandbox["id"], "command": ["cat", "/tmp/answer.txt"]}
+        )
+        return result["stdout"] if result["exitCode"] == 0 else ""
+
+    assert wait_until(answered, timeout=20).strip() == "answer=n"

@@ -702,3 +702,28 @@ def test_a_schedule_is_created_edited_run_and_deleted_from_its_form():
     assert client.post(f"/schedules/{schedule.id}/do/delete")["Location"] == "/schedules/"
     assert not Schedule.objects.filter(pk=schedule.id).exists()
     assert Task.objects.filter(pk=task.id).exists()  # its runs stay as tasks
+
+
+def test_every_status_state_rule_and_source_has_a_word_in_each_language():
+    """Issue #37: statuses are shown as words, never as the raw value (which is the tooltip's)."""
+    from django.utils import translation
+
+    from agents.choices import AgentStatus, StatusRule, StatusSource
+    from sandboxes.choices import NodeState, SandboxState
+    from scheduling.choices import StepStatus, TaskStatus
+    from ui import labels
+
+    states = {
+        *AgentStatus.values,
+        *SandboxState.values,
+        *NodeState.values,
+        *TaskStatus.values,
+        *StepStatus.values,
+    }
+    assert states <= set(labels.STATES)
+    assert set(StatusRule.values) == set(labels.RULES)
+    assert set(StatusSource.values) == set(labels.SOURCES)
+    with translation.override("de"):
+        assert labels.word("status", "blocked") == "wartet auf dich"
+        assert labels.words()["rule"]["question"] == "eine Frage auf dem Bildschirm"
+    assert labels.word("status", "from-a-newer-server") == "from-a-newer-server"

@@ -87,7 +87,9 @@ def test_the_dashboard_lists_what_needs_you_first_and_then_the_agents_blocked_fi
     order = [stuck, done, crashed, vanished, working, idle, clean_exit, killed]
     assert cards(page) == [agent.id for agent in order]
     card = between(page, f'data-agent="{working.id}"', f'data-agent="{idle.id}"')
-    assert '<span data-field="rule">working_indicator</span>' in card
+    # Statuses and rules in words, the value in the tooltip (issue #37).
+    assert '<span data-field="rule" title="working_indicator">its working indicator</span>' in card
+    assert 'data-field="status" title="working">working</span>' in card
     assert "3\xa0minutes" in card
     assert f'<a href="/tasks/{task_id}/">ship the release</a>' in card
     assert '<pre class="tail" data-field="screenTail">$ make\nbuilding step 7…</pre>' in card
@@ -95,7 +97,8 @@ def test_the_dashboard_lists_what_needs_you_first_and_then_the_agents_blocked_fi
     # The agents page has the same cards (unsorted, unpaged); the script fills in how long.
     agents_page = client.get("/agents/").content.decode()
     assert f'data-agent="{stuck.id}"' in agents_page
-    assert '<span data-field="rule">question</span>' in agents_page
+    assert '<span data-field="rule" title="question">a question on its screen</span>' in agents_page
+    assert 'data-field="status" title="blocked">waits for you</span>' in agents_page
 
     assert client.post(f"/attention/{item.id}/do/snooze").status_code == 302
     assert Item.objects.get(pk=item.id).snoozed_until > timezone.now() + timedelta(minutes=59)
@@ -287,3 +290,29 @@ def test_an_agent_is_shown_by_its_name_and_renamed_from_its_page():
     assert blank.status_code == 200
     assert "Renamed." not in blank.content.decode()
     assert Agent.objects.get(pk=agent.pk).name == "login fix"
+
+
+@engine
+def test_a_card_answers_only_the_question_it_showed():
+    """Issue #37: the card's answer names the blocked status it saw; one that changed since, or an agent
+    no longer blocked, gets nothing sent and says so."""
+    sandbox = make_sandbox("build")
+    agent = Agent.objects.create(sandbox=sandbox, profile="shell", status="blocked", name="asker")
+    client, _plain = logged_in()
+    dashboard = client.get("/").content.decode()
+    card = dashboard[dashboard.index(f'data-agent="{agent.id}"') :]
+    seen = re.search(r'name="seen" value="([^"]+)"', card).group(1)
+    assert 'name="answer" value="0"' in card  # the profile's answers (y Enter, ...)
+    fresh = client.get(f"/agents/{agent.id}/card").content.decode()
+    assert fresh.lstrip().startswith(f'<li class="card status-blocked" data-agent="{agent.id}">')
+    assert f'value="{seen}"' in fresh
+
+    def answer(**form: str) -> dict:
+        return client.post(f"/agents/{agent.id}/answer", form, HTTP_ACCEPT="application/json").json()
+
+    changed = answer(seen="2020-01-01T00:00:00+00:00", answer="0")
+    assert changed["error"]["code"] == "conflict"
+    assert "The question has changed" in changed["error"]["message"]
+    assert answer(seen=seen)["error"]["code"] == "invalid_params"  # neither an answer nor a reply
+    Agent.objects.filter(pk=agent.pk).update(status="working")
+    assert answer(seen=seen, answer="0")["error"]["code"] == "conflict"

@@ -58,11 +58,11 @@ def test_the_page_lists_the_local_engine_and_a_remote_node_with_their_state_and_
     assert page.index(f'data-node="{local.id}"') < page.index(f'data-node="{remote.id}"')  # local first
     mine = row(page, local.id)
     assert "local engine" in mine
-    assert '<span class="state state-ready" data-field="state">ready</span>' in mine
+    assert '<span class="state state-ready" data-field="state" title="ready">ready</span>' in mine
     assert '<td data-field="room">0 / 100</td>' in mine  # no sandboxes of its 100
     other = row(page, remote.id)
     assert "<code>tcp://10.0.0.12:2376</code>" in other
-    assert '<span class="state state-ready" data-field="state">ready</span>' in other
+    assert '<span class="state state-ready" data-field="state" title="ready">ready</span>' in other
     assert '<td data-field="room">2 / 20</td>' in other
     assert '<td data-field="room">1.5 / 32</td>' in other
     assert '<td data-field="room">192 / 65536</td>' in other
@@ -79,7 +79,10 @@ def test_an_unreachable_node_is_marked_with_its_error_and_a_capacity_not_known_s
     client, _plain = logged_in()
 
     other = row(client.get(PAGE).content.decode(), remote.id)
-    assert '<span class="state state-unreachable" data-field="state">unreachable</span>' in other
+    assert (
+        '<span class="state state-unreachable" data-field="state" title="unreachable">unreachable</span>'
+        in other
+    )
     assert '<span class="error" data-field="error">connection refused</span>' in other
     assert '<td data-field="room">0 / —</td>' in other
     # Whether it was drained before it went away is not in what node.list answers: both are offered.
@@ -112,7 +115,7 @@ def test_drain_and_undrain_change_the_node_and_the_button_offered():
     page = response.content.decode()
     assert "Node node-b is draining: no new sandboxes go there." in page
     other = row(page, remote.id)
-    assert '<span class="state state-draining" data-field="state">draining</span>' in other
+    assert '<span class="state state-draining" data-field="state" title="draining">draining</span>' in other
     assert f'action="{action(remote.id, "undrain")}"' in other
     assert f'action="{action(remote.id, "drain")}"' not in other
 

@@ -4,14 +4,49 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from ui.usage_views import BudgetForm, budget_section, set_budget
+from agents.choices import AgentStatus
+from attention.answers import REPLY_MAX
+from scheduling.choices import TaskStatus
+from ui.usage_views import BudgetForm, budget_section, money, set_budget
 from ui.web import actor_of, call, done, method_of, page, profiles, show
 from usage.choices import Scope
+
+
+def cards(
+    request: HttpRequest, agents: list[dict[str, Any]], sandbox_names: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Agent cards: each with its sandbox's name, the task it works for, how long it has been in its
+    status, what its LLM requests cost and, when it is blocked, the answers of its profile to send."""
+    if sandbox_names is None:
+        sandbox_names = {sandbox["id"]: sandbox["name"] for sandbox in call(request, "sandbox.list")}
+    tasks = call(request, "task.list", status=[TaskStatus.RUNNING, TaskStatus.REVIEW], limit=1000)
+    task_of = {agent_id: task for task in reversed(tasks) for agent_id in task["agentIds"]}  # newest wins
+    usage = call(request, "usage.summary", groupBy="agent")
+    cost_of = {group["key"]: group["cost"] for group in usage["groups"]}
+    answers_of: dict[str, list[tuple[int, str]]] = {}
+    if any(agent["status"] == AgentStatus.BLOCKED for agent in agents):
+        answers_of = {
+            profile["name"]: [(index, " ".join(keys)) for index, keys in enumerate(profile["answers"])]
+            for profile in profiles(request)
+        }
+    shown = [
+        agent
+        | {
+            "sandboxName": sandbox_names.get(agent["sandboxId"]),
+            "task": task_of.get(agent["id"]),
+            "since": parse_datetime(agent["statusSince"]),
+            "spend": money(cost, usage["currency"]) if (cost := cost_of.get(agent["id"], 0)) > 0 else "",
+            "answers": answers_of.get(agent["profile"], []),
+        }
+        for agent in agents
+    ]
+    return {"agents": shown, "reply_max": REPLY_MAX}
 
 
 def spawn_options(request: HttpRequest) -> dict[str, Any]:
@@ -30,9 +65,10 @@ def spawn_options(request: HttpRequest) -> dict[str, Any]:
 
 @page()
 def agents(request: HttpRequest) -> HttpResponse:
+    sandboxes = call(request, "sandbox.list")
     context = {
-        "agents": call(request, "agent.list"),
-        "running": [sb for sb in call(request, "sandbox.list") if sb["state"] == "running"],
+        **cards(request, call(request, "agent.list"), {sb["id"]: sb["name"] for sb in sandboxes}),
+        "running": [sb for sb in sandboxes if sb["state"] == "running"],
     } | spawn_options(request)
     return show(request, "ui/agents.html", context)
 
@@ -59,6 +95,14 @@ def agent_spawn(request: HttpRequest) -> HttpResponse:
 @page()
 def agent(request: HttpRequest, agent_id: str) -> HttpResponse:
     return _agent_page(request, agent_id)
+
+
+@page()
+def agent_card(request: HttpRequest, agent_id: str) -> HttpResponse:
+    """One agent's card as it is now, for a page that shows it live (app.js: a new agent, or one whose
+    card needs its answers)."""
+    context = cards(request, [call(request, "agent.get", agentId=agent_id)])
+    return render(request, "ui/_agent_card.html", context | {"agent": context["agents"][0]})
 
 
 def _agent_page(request: HttpRequest, agent_id: str, posted: BudgetForm | None = None) -> HttpResponse:

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
@@ -13,8 +14,7 @@ from django.views.decorators.http import require_POST
 from agents.choices import AgentStatus
 from attention.feed import ended_unexpectedly
 from cocoon.setup import CHECKS
-from scheduling.choices import TaskStatus
-from ui.usage_views import money
+from ui.agent_views import cards
 from ui.web import call, done, method_of, page, show
 
 FLEET_PAGE_SIZE = 48
@@ -42,25 +42,10 @@ def fleet_order(agent: dict[str, Any]) -> tuple[int, str, str]:
 
 
 def _fleet(request: HttpRequest, sandbox_names: dict[str, str]) -> dict[str, Any]:
-    """One page of the wall of agent cards, each with its sandbox's name, the task it works for, how
-    long it has been in its status and what its LLM requests cost."""
+    """One page of the wall of agent cards."""
     agents = sorted(call(request, "agent.list"), key=fleet_order)
     wall = Paginator(agents, FLEET_PAGE_SIZE).get_page(request.GET.get("page"))
-    tasks = call(request, "task.list", status=[TaskStatus.RUNNING, TaskStatus.REVIEW], limit=1000)
-    task_of = {agent_id: task for task in reversed(tasks) for agent_id in task["agentIds"]}  # newest wins
-    usage = call(request, "usage.summary", groupBy="agent")
-    cost_of = {group["key"]: group["cost"] for group in usage["groups"]}
-    cards = [
-        agent
-        | {
-            "sandboxName": sandbox_names.get(agent["sandboxId"]),
-            "task": task_of.get(agent["id"]),
-            "since": parse_datetime(agent["statusSince"]),
-            "spend": money(cost, usage["currency"]) if (cost := cost_of.get(agent["id"], 0)) > 0 else "",
-        }
-        for agent in wall
-    ]
-    return {"wall": wall, "agents": cards}
+    return {"wall": wall} | cards(request, list(wall), sandbox_names)
 
 
 @page()
@@ -77,6 +62,15 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     }
     context |= _fleet(request, {sandbox["id"]: sandbox["name"] for sandbox in sandboxes})
     return show(request, "ui/dashboard.html", context)
+
+
+@page()
+def attention_item(request: HttpRequest, item_id: str) -> HttpResponse:
+    """One item of "Needs you" as it is now, for the dashboard to add live (app.js); next: the page its
+    forms go back to."""
+    item = call(request, "attention.get", itemId=item_id)
+    context = {"item": item | {"opened": parse_datetime(item["openedAt"])}, "next": request.GET.get("next")}
+    return render(request, "ui/_attention_item.html", context)
 
 
 @page()

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from cocoon.errors import NotFound
 from sandboxes.choices import Capability, NetworkMode
-from ui.agent_views import spawn_options
+from ui.agent_views import cards, spawn_options
 from ui.usage_views import BudgetForm, budget_section, set_budget
 from ui.web import actor_of, call, done, form_number, method_of, page, show
 from usage.choices import Scope
@@ -67,7 +67,7 @@ def _sandbox_page(request: HttpRequest, sandbox_id: str, posted: BudgetForm | No
     context = {
         "sandbox": current,
         "node_name": _node_name(request, current["node"]),
-        "agents": call(request, "agent.list", sandboxId=sandbox_id),
+        **cards(request, call(request, "agent.list", sandboxId=sandbox_id), {current["id"]: current["name"]}),
         "budget": budget_section(request, Scope.SANDBOX, sandbox_id, current["budget"], posted),
     } | spawn_options(request)
     return show(request, "ui/sandbox.html", context, status=400 if posted else 200)

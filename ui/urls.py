@@ -32,6 +32,7 @@ urlpatterns = [
     path(
         "attention/<str:item_id>/do/<str:action>", dashboard_views.attention_action, name="attention_action"
     ),
+    path("attention/<str:item_id>/item", dashboard_views.attention_item, name="attention_item"),
     # A notification's answer page: the signed token is the only credential (attention.links).
     path("a/<str:token>", answer_views.answer, name="answer"),
     # An invitation's page: the link is the only credential (cocoon.invites).
@@ -54,6 +55,8 @@ urlpatterns = [
     path("agents/spawn", agent_views.agent_spawn, name="agent_spawn"),
     path("agents/<str:agent_id>/", agent_views.agent, name="agent"),
     path("agents/<str:agent_id>/do/<str:action>", agent_views.agent_action, name="agent_action"),
+    path("agents/<str:agent_id>/card", agent_views.agent_card, name="agent_card"),
+    path("agents/<str:agent_id>/answer", answer_views.agent_answer, name="agent_answer"),
     path("agents/<str:agent_id>/budget", agent_views.agent_budget, name="agent_budget"),
     path("activity/", activity_views.activity, name="activity"),
     path("usage/", usage_views.usage, name="usage"),

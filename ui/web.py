@@ -19,6 +19,7 @@ from cocoon.auth import session_actor
 from cocoon.errors import CocoonError, ErrorCode, Forbidden, NotFound, Unauthorized
 from cocoon.i18n import language_of_request, supported
 from cocoon.registry import registry
+from ui import labels
 
 LANGUAGE_COOKIE = "django_language"  # set by the sidebar switch (ui/static/ui/app.js); Django's name
 PAGE_ERRORS = {ErrorCode.FORBIDDEN: 403, ErrorCode.NOT_FOUND: 404}
@@ -234,9 +235,10 @@ def show(
     return render(request, template, layout | (context or {}), status=status)
 
 
-def js_strings() -> dict[str, str]:
-    """The few texts the scripts write themselves, in the page's language."""
+def js_strings() -> dict[str, Any]:
+    """The few texts the scripts write themselves, in the page's language, and the words of live values."""
     return {
+        "labels": labels.words(),
         "connected": str(_("Live")),
         "disconnected": str(_("Reconnecting…")),
         "changed": str(_("Something changed.")),

@@ -41,10 +41,13 @@ if ("Notification" in window && Notification.permission === "default") {
 showBlocked();
 
 // -- live updates -----------------------------------------------------------------------------------
+// A live value in the page's words (ui/labels.py), the value itself its tooltip.
 function setField(root, name, value) {
   const element = root.querySelector(`[data-field="${name}"]`);
   if (!element) return;
-  element.textContent = value;
+  const words = strings.labels[name];
+  element.textContent = words?.[value] ?? value;
+  if (words) element.title = value;
   if (name !== "state" && name !== "status") return;
   element.className = element.className.replace(/\b(state|status)-\S+/g, "").trim();
   element.classList.add(`${name}-${value}`);
@@ -70,6 +73,25 @@ function changed() {
   link.textContent = strings.reload;
   notice.append(link);
   notice.hidden = false;
+}
+
+// A piece of a page as the server renders it now (an agent's card, an item of "Needs you"), added or
+// swapped in live; one fetch at a time per piece, so that a burst of events adds it once.
+const fetching = new Set();
+async function fragment(url, place) {
+  if (fetching.has(url)) return;
+  fetching.add(url);
+  try {
+    const response = await fetch(url, { credentials: "same-origin" });
+    if (!response.ok) return;
+    const holder = document.createElement("template");
+    holder.innerHTML = (await response.text()).trim();
+    const element = holder.content.firstElementChild;
+    element.querySelectorAll("time[data-since]").forEach(showAge);
+    place(element);
+  } finally {
+    fetching.delete(url);
+  }
 }
 
 // A task created elsewhere (the API, a schedule) joins the list from the page's row template.
@@ -106,7 +128,14 @@ const handlers = {
   "agent.updated"(event) {
     const agent = event.data;
     const cards = document.querySelectorAll(`[data-agent="${agent.id}"]`);
+    const cardUrl = `/agents/${encodeURIComponent(agent.id)}/card`;
     cards.forEach((card) => {
+      // A card that turns blocked gets its answers, one that stops being blocked loses them: anew.
+      const wasBlocked = card.classList.contains("status-blocked");
+      if (card.classList.contains("card") && wasBlocked !== (agent.status === "blocked")) {
+        fragment(cardUrl, (fresh) => document.querySelector(`.card[data-agent="${agent.id}"]`)?.replaceWith(fresh));
+        return;
+      }
       for (const name of ["name", "status", "statusSource", "rule", "screenTail"]) setField(card, name, agent[name]);
       const since = card.querySelector("time[data-since]");
       if (since) {
@@ -120,7 +149,13 @@ const handlers = {
     // A paged wall shows some agents only: one of another page is no news.
     const list = document.querySelector("[data-live-list=agents]:not([data-partial])");
     const listed = list && (!list.dataset.filterSandbox || list.dataset.filterSandbox === agent.sandboxId);
-    if (!cards.length && listed) changed();
+    if (!cards.length && listed) {
+      fragment(cardUrl, (card) => {
+        if (list.querySelector(`[data-agent="${agent.id}"]`)) return;
+        list.querySelector("[data-empty]")?.remove();
+        agent.status === "blocked" ? list.prepend(card) : list.append(card);  // what waits for you first
+      });
+    }
     const wasBlocked = blocked.has(agent.id);
     agent.status === "blocked" ? blocked.add(agent.id) : blocked.delete(agent.id);
     if (agent.status === "blocked" && !wasBlocked && window.Notification?.permission === "granted") {
@@ -135,10 +170,18 @@ const handlers = {
     const row = list.querySelector(`[data-item="${item.id}"]`);
     const snoozed = item.snoozedUntil && Date.parse(item.snoozedUntil) > Date.now();
     // Only the detail is updated in place: the event's title is in English, the page's in its language.
+    const empty = list.parentElement.querySelector("[data-empty]");
     if (item.state !== "open" || snoozed) row?.remove();
     else if (row) setField(row, "detail", item.detail);
-    else changed();
-    list.parentElement.querySelector("[data-empty]").hidden = list.children.length > 0;
+    else {
+      const next = new URLSearchParams({ next: location.pathname + location.search });
+      fragment(`/attention/${encodeURIComponent(item.id)}/item?${next}`, (fresh) => {
+        if (list.querySelector(`[data-item="${item.id}"]`)) return;
+        list.prepend(fresh);
+        empty.hidden = true;
+      });
+    }
+    empty.hidden = list.children.length > 0;
   },
   activity(event) {
     const list = document.querySelector("[data-live-list=activity]");

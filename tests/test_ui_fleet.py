@@ -316,3 +316,35 @@ def test_a_card_answers_only_the_question_it_showed():
     assert answer(seen=seen)["error"]["code"] == "invalid_params"  # neither an answer nor a reply
     Agent.objects.filter(pk=agent.pk).update(status="working")
     assert answer(seen=seen, answer="0")["error"]["code"] == "conflict"
+
+
+@engine
+def test_the_lists_search_and_filter_by_status_profile_and_node():
+    """Issue #37: every list has a search box and filters, offering what the list holds, in words."""
+    build, web = make_sandbox("build"), make_sandbox("web")
+    Sandbox.objects.filter(pk=web.pk).update(
+        state="stopped", node="nd_other", repo="https://forge.invalid/shop"
+    )
+    fixer = Agent.objects.create(sandbox=build, profile="shell", status="blocked", name="fix the login")
+    writer = Agent.objects.create(sandbox=web, profile="codex", status="idle", name="write the docs")
+    client, _plain = logged_in()
+
+    def shown(path: str) -> tuple[list[str], str]:
+        page = client.get(path).content.decode()
+        return re.findall(r'data-(?:agent|sandbox)="([^"]+)"', page), page
+
+    listed, page = shown("/agents/?q=LOGIN")
+    assert (listed, "data-partial" in page) == ([fixer.id], True)  # a filtered wall is not added to live
+    assert '<option value="blocked" >waits for you</option>' in page  # the statuses it holds, in words
+    assert shown("/agents/?profile=codex")[0] == [writer.id]
+    assert shown("/agents/?node=nd_other")[0] == [writer.id]
+    assert shown("/agents/?q=web")[0] == [writer.id]  # by its sandbox's name
+    assert shown("/agents/?status=blocked&profile=codex")[0] == []
+    everything, page = shown("/agents/")
+    assert (sorted(everything), "data-partial" in page) == (sorted([fixer.id, writer.id]), False)
+    assert shown("/sandboxes/?q=shop")[0] == [web.id]
+    assert shown("/sandboxes/?state=stopped")[0] == [web.id]
+    task_id = in_review("ship the release")
+    tasks = client.get("/tasks/?status=review").content.decode()
+    assert f'data-task="{task_id}"' in tasks
+    assert f'data-task="{task_id}"' not in client.get("/tasks/?q=nothing-like-it").content.decode()

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from agents.choices import AgentStatus
 from attention.answers import REPLY_MAX
 from scheduling.choices import TaskStatus
+from ui.filters import filtered
 from ui.usage_views import BudgetForm, budget_section, money, set_budget
 from ui.web import actor_of, call, done, method_of, page, profiles, show
 from usage.choices import Scope
@@ -65,10 +66,23 @@ def spawn_options(request: HttpRequest) -> dict[str, Any]:
 
 @page()
 def agents(request: HttpRequest) -> HttpResponse:
-    sandboxes = call(request, "sandbox.list")
+    sandboxes = {sandbox["id"]: sandbox for sandbox in call(request, "sandbox.list")}
+    listed = [
+        agent
+        | {
+            "node": sandboxes[agent["sandboxId"]]["node"],
+            "sandboxName": sandboxes[agent["sandboxId"]]["name"],
+        }
+        for agent in call(request, "agent.list")
+        if agent["sandboxId"] in sandboxes
+    ]
+    shown, listing = filtered(
+        request, listed, search=("name", "id", "sandboxName", "profile"), by=("status", "profile", "node")
+    )
     context = {
-        **cards(request, call(request, "agent.list"), {sb["id"]: sb["name"] for sb in sandboxes}),
-        "running": [sb for sb in sandboxes if sb["state"] == "running"],
+        **cards(request, shown, {sandbox_id: sandbox["name"] for sandbox_id, sandbox in sandboxes.items()}),
+        "listing": listing,
+        "running": [sandbox for sandbox in sandboxes.values() if sandbox["state"] == "running"],
     } | spawn_options(request)
     return show(request, "ui/agents.html", context)
 

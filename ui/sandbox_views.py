@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from cocoon.errors import NotFound
 from sandboxes.choices import Capability, NetworkMode
 from ui.agent_views import cards, spawn_options
+from ui.filters import filtered
 from ui.usage_views import BudgetForm, budget_section, set_budget
 from ui.web import actor_of, call, done, form_number, method_of, page, show
 from usage.choices import Scope
@@ -39,7 +40,10 @@ def _create_options(request: HttpRequest) -> dict[str, Any]:
 def sandboxes(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         return _create_sandbox(request)
-    context = {"sandboxes": call(request, "sandbox.list")} | _create_options(request)
+    shown, listing = filtered(
+        request, call(request, "sandbox.list"), search=("name", "id", "repo", "image"), by=("state", "node")
+    )
+    context = {"sandboxes": shown, "listing": listing} | _create_options(request)
     return show(request, "ui/sandboxes.html", context)
 
 

@@ -17,6 +17,7 @@ from cocoon.errors import CocoonError
 from sandboxes.choices import NetworkMode
 from scheduling.choices import OPEN_STATUSES, Overlap, StepStatus, TaskStatus
 from ui.diff import diff_context
+from ui.filters import filtered
 from ui.usage_views import BudgetForm, budget_section, set_budget, spent
 from ui.web import call, done, form_errors, form_number, method_of, page, profiles, show
 from usage.choices import Scope
@@ -95,7 +96,8 @@ def tasks(request: HttpRequest) -> HttpResponse:
         else:
             return redirect("ui:task", task_id=task["id"])
     listed = [task | {"stepsDone": _steps_done(task)} for task in call(request, "task.list")]
-    context = {"tasks": listed, "errors": errors} | _form_options(request, template)
+    shown, listing = filtered(request, listed, search=("title", "id"), by=("status",))
+    context = {"tasks": shown, "listing": listing, "errors": errors} | _form_options(request, template)
     return show(request, "ui/tasks.html", context, status=400 if errors else 200)
 
 

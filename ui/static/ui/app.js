@@ -215,7 +215,7 @@ const handlers = {
     // The task's own page: the report, the diff and the review buttons come with the new status.
     const page = document.querySelector(`[data-task-page][data-task="${task.id}"]`);
     if (page && page.dataset.status !== task.status) changed();
-    const list = document.querySelector("[data-live-list=tasks]");
+    const list = document.querySelector("[data-live-list=tasks]:not([data-partial])");
     if (!rows.length && list) addTaskRow(list, task, done);
   },
   "schedule.updated"(event) {

@@ -29,6 +29,10 @@ class ImageVariant(models.TextChoices):
     FULL = "full", "full"
 
 
+# Runtimes cocoon offers when the engine lists them (gVisor, Kata + Firecracker, libkrun).
+OPTIONAL_RUNTIMES = ("runsc", "kata-fc", "krun")
+
+
 class NodeState(models.TextChoices):
     READY = "ready", "ready"  # new sandboxes may go there
     DRAINING = "draining", "draining"  # none may; those there stay until stopped

@@ -348,3 +348,46 @@ def test_the_lists_search_and_filter_by_status_profile_and_node():
     tasks = client.get("/tasks/?status=review").content.decode()
     assert f'data-task="{task_id}"' in tasks
     assert f'data-task="{task_id}"' not in client.get("/tasks/?q=nothing-like-it").content.decode()
+
+
+@engine
+def test_the_create_form_keeps_what_was_sent_shows_each_error_at_its_field_and_what_cannot_work_disabled():
+    """Issue #37: a bad value comes back at its field with the input kept; an unbuilt image, a runtime
+    not installed and a network above the token's ceilings are offered disabled with why; limits say
+    their range."""
+    from cocoon import tokens
+
+    client, _plain = logged_in()
+    before = Sandbox.objects.count()
+    sent = {
+        "name": "my-box",
+        "repo": "https://forge.invalid/a.git",
+        "cpus": "0",
+        "memoryMb": "32",
+        "pids": "64",
+    }
+    refused = client.post("/sandboxes/", sent)
+    assert refused.status_code == 400
+    page = refused.content.decode()
+    assert Sandbox.objects.count() == before  # nothing made
+    assert 'name="name" value="my-box"' in page
+    assert 'value="https://forge.invalid/a.git"' in page
+    assert 'name="pids" type="number" min="16"  value="64"' in page
+    cpus = page[page.index('id="sb-cpus"') : page.index('id="sb-memory"')]
+    assert 'class="field-error" role="alert"' in cpus
+    memory = page[page.index('id="sb-memory"') : page.index('id="sb-pids"')]
+    assert 'class="field-error" role="alert"' in memory
+    assert "at least 64" in memory
+    # The runtimes the engine lacks, each disabled with why (this engine has runsc registered).
+    assert re.search(r'<option value="kata-fc" disabled>kata-fc — not installed in the engine</option>', page)
+
+    _token, plain = tokens.create_token(
+        "narrow", TokenScope.AGENT, ceilings={"networks": ["none", "egress"], "cpus": 2, "memoryMb": 2048}
+    )
+    narrow = type(client)()
+    assert narrow.post("/login", {"token": plain}).status_code == 302
+    form = narrow.get("/sandboxes/").content.decode()
+    assert '<option value="open" disabled>open — above your token\'s ceilings</option>' in form
+    assert 'max="2"' in form
+    assert "0.5 to 2" in form
+    assert "64 to 2048" in form

@@ -9,25 +9,36 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from cocoon.errors import NotFound
-from sandboxes.choices import Capability, NetworkMode
+from cocoon.errors import CocoonError, NotFound
+from sandboxes.choices import OPTIONAL_RUNTIMES, Capability, NetworkMode
 from ui.agent_views import cards, spawn_options
 from ui.filters import filtered
 from ui.usage_views import BudgetForm, budget_section, set_budget
-from ui.web import actor_of, call, done, form_number, method_of, page, show
+from ui.web import actor_of, call, done, form_errors, form_number, method_of, page, show
 from usage.choices import Scope
+
+# The least a limit may be (sandboxes.schemas.LIMITS), as the form's fields offer it.
+LIMIT_MINIMA = {"cpus": 0.5, "memoryMb": 64, "pids": 16}
 
 
 def _create_options(request: HttpRequest) -> dict[str, Any]:
-    """What the create form may offer on this driver, and why the rest is missing."""
+    """What the create form may offer on this driver and to this actor, and why the rest cannot work:
+    images not built, runtimes not installed, network modes above the token's ceilings (each shown
+    disabled with its reason); each limit's range."""
     info = call(request, "system.info")
     capabilities = set(info["capabilities"])
+    ceilings = actor_of(request).ceilings
     images = []
     if Capability.IMAGES in capabilities and actor_of(request).is_admin:
         images = call(request, "image.status")
+    maxima = {"cpus": ceilings.cpus, "memoryMb": ceilings.memory_mb, "pids": None}
     return {
         "info": info,
-        "networks": NetworkMode.values,
+        "networks": [
+            (mode, ceilings.networks is None or mode in ceilings.networks) for mode in NetworkMode.values
+        ],
+        "runtimes": [(runtime, runtime in info["runtimes"]) for runtime in OPTIONAL_RUNTIMES],
+        "ranges": {key: {"min": LIMIT_MINIMA[key], "max": maxima[key]} for key in LIMIT_MINIMA},
         "images": images,
         "has_images": Capability.IMAGES in capabilities,
         "has_limits": Capability.RESOURCE_LIMITS in capabilities,
@@ -40,24 +51,32 @@ def _create_options(request: HttpRequest) -> dict[str, Any]:
 def sandboxes(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         return _create_sandbox(request)
+    return show(request, "ui/sandboxes.html", _listed(request) | _create_options(request))
+
+
+def _listed(request: HttpRequest) -> dict[str, Any]:
     shown, listing = filtered(
         request, call(request, "sandbox.list"), search=("name", "id", "repo", "image"), by=("state", "node")
     )
-    context = {"sandboxes": shown, "listing": listing} | _create_options(request)
-    return show(request, "ui/sandboxes.html", context)
+    return {"sandboxes": shown, "listing": listing}
 
 
 def _create_sandbox(request: HttpRequest) -> HttpResponse:
+    """Create, or show the form again as it was sent with each error at its field."""
     form = request.POST
     params: dict[str, Any] = {
         key: form[key].strip()
         for key in ("name", "image", "repo", "branch", "network", "runtime")
         if form.get(key)
     }
-    limits = {key: form_number(form[key]) for key in ("cpus", "memoryMb", "pids") if form.get(key)}
+    limits = {key: form_number(form[key]) for key in LIMIT_MINIMA if form.get(key)}
     if limits:
         params["limits"] = limits
-    sandbox = call(request, "sandbox.create", **params)
+    try:
+        sandbox = call(request, "sandbox.create", **params)
+    except CocoonError as error:
+        context = _listed(request) | _create_options(request) | {"posted": form, "errors": form_errors(error)}
+        return show(request, "ui/sandboxes.html", context, status=400)
     return redirect("ui:sandbox", sandbox_id=sandbox["id"])
 
 

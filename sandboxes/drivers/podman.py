@@ -10,8 +10,9 @@ from typing import Any
 
 import docker
 
+from sandboxes.choices import OPTIONAL_RUNTIMES
 from sandboxes.drivers.base import SandboxSpec
-from sandboxes.drivers.docker.driver import OPTIONAL_RUNTIMES, DockerDriver
+from sandboxes.drivers.docker.driver import DockerDriver
 
 RLIMIT_CAP = 16384
 

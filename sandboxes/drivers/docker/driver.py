@@ -8,7 +8,7 @@ from typing import Any
 import docker
 from docker.errors import APIError, NotFound
 
-from sandboxes.choices import Capability, NetworkMode, SandboxState
+from sandboxes.choices import OPTIONAL_RUNTIMES, Capability, NetworkMode, SandboxState
 from sandboxes.drivers.base import (
     AGENT_HOME,
     AGENT_UID,
@@ -34,8 +34,6 @@ from sandboxes.drivers.docker.images import DockerImages
 from sandboxes.drivers.docker.networks import DockerNetworks
 from sandboxes.drivers.docker.streams import DockerExec
 
-# Runtimes cocoon offers when the engine lists them (gVisor, Kata + Firecracker, libkrun).
-OPTIONAL_RUNTIMES = ("runsc", "kata-fc", "krun")
 STOP_TIMEOUT_S = 10
 ENGINE_FACTS_TTL_S = 60
 TMPFS_OPTIONS = "rw,nosuid,nodev,size=512m"

@@ -9,7 +9,7 @@ from django.conf import settings
 from docker.errors import ImageNotFound as DockerImageNotFound
 
 from cocoon.datadir import ensure_private_dir, write_private_file
-from sandboxes.drivers.docker.driver import OPTIONAL_RUNTIMES
+from sandboxes.choices import OPTIONAL_RUNTIMES
 from sandboxes.drivers.docker.engine import engine_client
 
 

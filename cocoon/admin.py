@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cocoon import tokens, vault
 from cocoon.actors import Actor
-from cocoon.auth import user_actor
+from cocoon.auth import session_actor, user_actor
 from cocoon.errors import CocoonError
 from cocoon.models import ActivityEntry, ApiToken, Secret, SettingsDocument
 
@@ -30,7 +30,7 @@ def service_action(name: str, description: Any, run: Callable[[Any, Actor], Any]
     """An admin action calling a service once per selected row as the Django user's actor."""
 
     def action(model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
-        actor = user_actor(request.user)
+        actor = session_actor(request.session) or user_actor(request.user)  # a token's session: the token
         for row in queryset:
             try:
                 run(row, actor)

@@ -115,6 +115,38 @@ def session_actor(session: SessionBase) -> Actor | None:
     return None
 
 
+ADMIN_PATH = "/admin/"
+
+
+def token_admin(actor: Actor) -> Any:
+    """The Django user the admin site sees for a session logged in with an admin token: a superuser
+    named after the token ("token:<id>", a name no sign-up can make), without a password, so that it
+    enters only through that session and only while the token lives (AdminSessionMiddleware)."""
+    user, made = get_user_model().objects.get_or_create(
+        username=f"token:{actor.token_id}", defaults={"is_staff": True, "is_superuser": True}
+    )
+    if made:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+class AdminSessionMiddleware:
+    """/admin/ accepts the UI's login: a session logged in with an admin token (or the COCOON_TOKEN)
+    enters as that token's stand-in user, checked again on every request (a revoked token is let in
+    no more). People logged in to the UI are Django users already."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if request.path.startswith(ADMIN_PATH) and not request.user.is_authenticated:
+            actor = session_actor(request.session)
+            if actor is not None and actor.is_admin and actor.user is None:
+                request.user = token_admin(actor)
+        return self.get_response(request)
+
+
 def _same_origin(headers: dict[str, str]) -> bool:
     """A cookie rides along on any site's WebSocket to us, so it only counts from our own pages."""
     origin = headers.get("origin")

@@ -271,6 +271,23 @@ def test_the_django_admin_is_for_server_admins_only_not_staff_with_permissions()
     assert client.get("/admin/sandboxes/sandbox/").status_code == 200
 
 
+def test_the_django_admin_accepts_the_uis_token_login_while_the_token_lives():
+    """Issue #37: /admin/ takes the same login as the UI; an admin token's session enters as the token's
+    stand-in, which no password opens, and no longer once the token is revoked; an agent token's never."""
+    client, plain = logged_in()
+    assert client.get("/admin/sandboxes/sandbox/").status_code == 200
+    assert client.get("/admin/login/").status_code == 302  # logged in already: on to the index
+    [stand_in] = get_user_model().objects.filter(username__startswith="token:")
+    assert (stand_in.is_superuser, stand_in.has_usable_password()) == (True, False)
+    token = tokens.authenticate(plain)
+    tokens.create_token("another admin", TokenScope.ADMIN)  # the last admin token cannot be revoked
+    tokens.revoke_token(token.token_id, actor=token)
+    assert client.get("/admin/sandboxes/sandbox/").status_code == 302  # to the admin's login
+    agent_client, _agent_plain = logged_in(TokenScope.AGENT)
+    assert agent_client.get("/admin/sandboxes/sandbox/").status_code == 302
+    assert get_user_model().objects.filter(username__startswith="token:").count() == 1
+
+
 def test_settings_form_saves_and_shows_field_errors_in_place():
     client, _plain = logged_in()
     page = client.get("/settings/")

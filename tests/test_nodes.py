@@ -19,6 +19,7 @@ from tests.netns import host_link
 from tests.nodes import ENGINE_PORT, make_pki, remote_engine
 from tests.test_agents_e2e import says_hello_through_the_proxy
 from tests.test_egress import STANDIN, curl, in_agent, shell_agent
+from tests.test_sso import post_form
 from tests.test_toolbox import install
 from tests.upstream import NAMES, STANDIN_KEY
 
@@ -224,6 +225,24 @@ def test_a_node_is_taken_in_only_when_its_engine_answers_over_its_own_tls(cluste
     assert found["capacity"]["maxSandboxes"] > 0
     assert "key" not in str(cocoond.call("node.get", {"nodeId": found["id"]})).lower().replace("keys", "")
     assert before["local"]["id"] == "nd_local"
+
+
+def test_a_node_is_taken_in_from_the_settings_page_and_removed_there(cluster, tmp_path):
+    """Issue #37: nodes are added from the UI: the real page, the TLS files uploaded; its row shows it."""
+    with remote_engine("nc", f"10.251.{os.getpid() % 250}", tmp_path / "nc") as third:
+        client = httpx.Client(base_url=cluster.url, timeout=60)
+        client.get("/login")
+        assert post_form(client, "/login", token=cluster.token).status_code == 302
+        csrf = {"csrfmiddlewaretoken": client.cookies["csrftoken"]}
+        files = {part: (f"{part}.pem", pem.encode()) for part, pem in third.tls().items()}
+        form = {"name": "nc", "url": third.url, "labels": "zone=c\n"} | csrf
+        assert client.post("/settings/nodes", data=form, files=files).status_code == 302
+        found = nodes_by_name(cluster)["nc"]
+        assert (found["state"], found["labels"], found["tls"]) == ("ready", {"zone": "c"}, True)
+        assert f'data-node="{found["id"]}"' in client.get("/settings/nodes").text
+        assert client.post(f"/settings/nodes/{found['id']}/do/remove", data=csrf).status_code == 302
+        assert "nc" not in nodes_by_name(cluster)
+        client.close()
 
 
 def test_a_sandbox_on_a_remote_node_works_as_on_the_local_one(cluster, engines, docker_client, sandbox_image):

@@ -195,3 +195,35 @@ def test_a_sandboxs_page_names_its_node_for_an_admin_and_shows_its_id_to_others(
     page = agent.get(f"/sandboxes/{sandbox.id}/").content.decode()
     assert f'<dd data-field="node"><code>{remote.id}</code></dd>' in page
     assert "node-b" not in page
+
+
+def test_a_node_is_added_from_the_page_and_a_refused_one_comes_back_with_its_errors_and_keeps_nothing():
+    """Issue #37: nodes are added from the UI, as node.add takes them (its URL and TLS files); a refusal
+    shows each error at its field with the input kept, and nothing is made."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client, _plain = logged_in()
+    page = client.get(PAGE).content.decode()
+    assert 'enctype="multipart/form-data"' in page
+    assert "cocoon call node.add -" in page  # the same from a shell, to copy
+    before = set(Node.objects.values_list("id", flat=True))
+
+    def add(**form):
+        files = {
+            part: SimpleUploadedFile(f"{part}.pem", b"-----BEGIN X-----\n") for part in ("ca", "cert", "key")
+        }
+        return client.post(PAGE, {"name": "node-c", "labels": "zone=c\n", **form} | files)
+
+    bad_url = add(url="http://10.0.0.13:2375")
+    assert bad_url.status_code == 400
+    html = bad_url.content.decode()
+    url_field = html[html.index('id="nd-url"') : html.index('for="nd-labels"')]
+    assert "Must be tcp://host:port." in url_field
+    assert 'value="node-c"' in html
+    assert "zone=c" in html
+    # An engine that does not answer there (nothing listens on port 1): refused at the URL, nothing kept.
+    silent = add(url="tcp://127.0.0.1:1").content.decode()
+    assert "did not answer" in silent[silent.index('id="nd-url"') : silent.index('for="nd-labels"')]
+    assert set(Node.objects.values_list("id", flat=True)) == before
+    taken = client.post(PAGE, {"name": "local", "url": "tcp://127.0.0.1:1"})  # no TLS files at all
+    assert "needs tls" in taken.content.decode()

@@ -1,5 +1,5 @@
-"""Settings > Nodes (admin only): the engines sandboxes run on, what they hold, and drain, undrain and
-remove. Adding a node stays with the API (node.add): its TLS material is pasted PEM, no form's job."""
+"""Settings > Nodes (admin only): the engines sandboxes run on, what they hold; add one (its URL and TLS
+files, as node.add takes them), drain, undrain and remove."""
 
 from typing import Any
 
@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from cocoon.errors import CocoonError
 from sandboxes.models import LOCAL_NODE
-from ui.web import call, done, method_of, page, show
+from ui.web import call, done, form_errors, method_of, page, show
 
 # A node's room as the table shows it, one column each: its used key, its capacity key, the title.
 ROOM = (
@@ -62,16 +62,52 @@ def _proxies(status: dict[str, Any]) -> dict[str, str]:
 
 @page(admin=True)
 def nodes(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        return _add_node(request)
+    return show(request, "ui/settings/nodes.html", _nodes_context(request))
+
+
+def _nodes_context(request: HttpRequest) -> dict[str, Any]:
     try:
         proxies = _proxies(call(request, "egress.status"))
     except CocoonError:  # the local engine does not answer: the nodes are still worth a look
         proxies = {}
-    context = {
+    return {
         "section": "nodes",
         "nodes": [_row(node) | {"proxy": proxies.get(node["id"], "")} for node in call(request, "node.list")],
         "room_titles": [title for _used, _capacity, title in ROOM],
+        "pem_max": PEM_MAX,
     }
-    return show(request, "ui/settings/nodes.html", context)
+
+
+PEM_MAX = 20_000  # node.add's bound of each PEM
+TLS_FILES = ("ca", "cert", "key")
+
+
+def _add_node(request: HttpRequest) -> HttpResponse:
+    """Take a node in from the form: its name, URL and labels, and its TLS files (CA, cocoon's client
+    certificate and key); refused, the form comes back as sent (but the files) with each error at its
+    field."""
+    form = request.POST
+    params: dict[str, Any] = {"name": form.get("name", "").strip(), "url": form.get("url", "").strip()}
+    labels = dict(line.partition("=")[::2] for line in form.get("labels", "").splitlines() if line.strip())
+    if labels:
+        params["labels"] = {key.strip(): value.strip() for key, value in labels.items()}
+    tls = {part: _pem(request, part) for part in TLS_FILES}
+    if any(tls.values()):
+        params["tls"] = tls  # all three or node.add's field error names what is missing
+    try:
+        node = call(request, "node.add", **params)
+    except CocoonError as error:
+        context = _nodes_context(request) | {"posted": form, "errors": form_errors(error)}
+        return show(request, "ui/settings/nodes.html", context, status=400)
+    return done(request, reverse("ui:nodes"), _("Node %(name)s was taken in.") % {"name": node["name"]})
+
+
+def _pem(request: HttpRequest, part: str) -> str:
+    """An uploaded TLS file's text (bounded: what is longer is cut, and node.add refuses it)."""
+    upload = request.FILES.get(part)
+    return upload.read(PEM_MAX + 1).decode("utf-8", "replace") if upload else ""
 
 
 @page(admin=True)

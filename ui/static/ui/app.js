@@ -233,6 +233,15 @@ const handlers = {
   "schedule.deleted"(event) {
     document.querySelectorAll(`tr[data-schedule="${event.data.id}"]`).forEach((row) => row.remove());
   },
+  // Settings → Nodes: a node's state as its checks find it, a node taken in or removed elsewhere.
+  "node.updated"(event) {
+    const rows = document.querySelectorAll(`tr[data-node="${event.data.id}"]`);
+    rows.forEach((row) => setField(row, "state", event.data.state));
+    if (!rows.length && document.querySelector("[data-nodes]")) changed();
+  },
+  "node.removed"(event) {
+    document.querySelectorAll(`tr[data-node="${event.data.id}"]`).forEach((row) => row.remove());
+  },
   "settings.updated"() {
     if (document.querySelector("[data-checklist]") || location.pathname.startsWith("/settings")) changed();
   },

@@ -42,3 +42,16 @@ def language_of_scope(headers: dict[str, str], query: dict[str, list[str]]) -> s
     """The same for an ASGI scope (WebSockets, /mcp), from its decoded headers and query."""
     explicit = headers.get("x-cocoon-lang") or next(iter(query.get("lang", ())), None)
     return resolve_language(explicit, headers.get("accept-language"))
+
+
+def person_language(user_id: int) -> str | None:
+    """The language a person chose for themselves (the UI's switch), if any."""
+    from cocoon.models import Preference
+
+    return supported(Preference.objects.filter(user_id=user_id).values_list("language", flat=True).first())
+
+
+def set_person_language(user_id: int, language: str) -> None:
+    from cocoon.models import Preference
+
+    Preference.objects.update_or_create(user_id=user_id, defaults={"language": language})

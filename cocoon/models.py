@@ -48,6 +48,18 @@ class Membership(models.Model):
         return f"{self.user_id} in {self.project_id} ({self.role})"
 
 
+class Preference(models.Model):
+    """What a person chose for themselves, kept with them rather than in one browser: the UI's language."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="preference"
+    )
+    language = models.CharField(max_length=10, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.language}"
+
+
 class SsoIdentity(models.Model):
     """Which person a single sign-on provider's subject is (cocoon.sso): linked by the provider's stable
     id, never by a name the provider lets someone choose."""

@@ -334,6 +334,27 @@ def test_a_language_chosen_with_lang_lasts_for_the_next_pages():
     assert client.get("/?lang=xx").cookies.get(settings.LANGUAGE_COOKIE_NAME) is None  # none we speak
 
 
+def test_a_persons_language_goes_with_them_to_another_browser():
+    """Issue #37: the choice lasts as a user setting too, not only in one browser's cookie."""
+    from cocoon.models import Preference
+
+    people = get_user_model().objects
+    people.create_user("lena", password="a-long-pass-phrase-7")
+    laptop = Client()
+    assert laptop.post("/login", {"username": "lena", "password": "a-long-pass-phrase-7"}).status_code == 302
+    assert 'lang="de"' in laptop.get("/?lang=de").content.decode()
+    assert Preference.objects.get(user__username="lena").language == "de"
+    phone = Client()  # no cookie of its own: the person's choice, kept in its cookie from then on
+    phone.post("/login", {"username": "lena", "password": "a-long-pass-phrase-7"})
+    assert 'lang="de"' in phone.get("/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert phone.cookies[settings.LANGUAGE_COOKIE_NAME].value == "de"
+    assert 'lang="en"' in phone.get("/?lang=en").content.decode()
+    assert Preference.objects.get(user__username="lena").language == "en"
+    token_client, _plain = logged_in()  # a token is no person: its choice stays in its browser
+    token_client.get("/?lang=de")
+    assert Preference.objects.count() == 1
+
+
 def test_the_login_hint_names_where_this_server_wrote_its_token_and_settings_keep_the_checklist():
     login = Client().get("/login").content.decode()
     assert f"<code>{settings.ADMIN_TOKEN_FILE}</code>" in login

@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon.actors import Actor
 from cocoon.auth import session_actor
 from cocoon.errors import CocoonError, ErrorCode, Forbidden, NotFound, Unauthorized
-from cocoon.i18n import language_of_request, supported
+from cocoon.i18n import language_of_request, person_language, set_person_language, supported
 from cocoon.registry import registry
 from ui import labels
 
@@ -28,21 +28,31 @@ PAGE_ERRORS = {ErrorCode.FORBIDDEN: 403, ErrorCode.NOT_FOUND: 404}
 LANGUAGE_COOKIE_AGE_S = 365 * 24 * 3600
 
 
-def ui_language(request: HttpRequest) -> str:
+def ui_language(request: HttpRequest, person: int | None = None) -> str:
     """?lang= (which lasts: remember_language keeps it), else the switch's choice (a cookie the browser
-    keeps), else Accept-Language, else the default."""
+    keeps), else the person's own (on a browser they have not chosen on), else Accept-Language, else the
+    default."""
     return (
         supported(request.GET.get("lang"))
         or supported(request.COOKIES.get(LANGUAGE_COOKIE))
+        or (person is not None and person_language(person))
         or language_of_request(request)
     )
 
 
-def remember_language(request: HttpRequest, response: HttpResponse) -> HttpResponse:
-    """A ?lang= choice holds for the next pages too: kept in the switch's cookie."""
+def remember_language(
+    request: HttpRequest, response: HttpResponse, person: int | None = None
+) -> HttpResponse:
+    """A choice holds for the next pages: ?lang= is kept in the switch's cookie and with the person; a
+    person's own comes into the cookie of a browser that has none."""
     chosen = supported(request.GET.get("lang"))
-    if chosen and chosen != supported(request.COOKIES.get(LANGUAGE_COOKIE)):
-        response.set_cookie(LANGUAGE_COOKIE, chosen, max_age=LANGUAGE_COOKIE_AGE_S, samesite="Lax")
+    cookie = supported(request.COOKIES.get(LANGUAGE_COOKIE))
+    own = person_language(person) if person is not None and (chosen or not cookie) else None
+    if chosen and person is not None and chosen != own:
+        set_person_language(person, chosen)
+    kept = chosen or (None if cookie else own)
+    if kept and kept != cookie:
+        response.set_cookie(LANGUAGE_COOKIE, kept, max_age=LANGUAGE_COOKIE_AGE_S, samesite="Lax")
     return response
 
 
@@ -119,10 +129,11 @@ def page(*, admin: bool = False) -> Callable:
     def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            language = ui_language(request)
+            actor = session_actor(request.session)
+            person = actor.user if actor is not None else None
+            language = ui_language(request, person)
             with translation.override(language):
                 request.LANGUAGE_CODE = language
-                actor = session_actor(request.session)
                 if actor is None:
                     if wants_json(request):
                         return JsonResponse({"error": Unauthorized().render()}, status=401)
@@ -132,7 +143,7 @@ def page(*, admin: bool = False) -> Callable:
                     return error_page(request, Forbidden(_("This page needs an admin.")))
                 cast(ActorRequest, request).actor = actor
                 try:
-                    return remember_language(request, view(request, *args, **kwargs))
+                    return remember_language(request, view(request, *args, **kwargs), person)
                 except CocoonError as error:
                     return _failed(request, error)
 

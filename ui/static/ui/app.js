@@ -7,7 +7,7 @@ const baseTitle = document.title;
 const csrfToken = () => document.querySelector("input[name=csrfmiddlewaretoken]")?.value ?? "";
 
 // -- language switch: the choice lives in the browser (a cookie the server reads, and localStorage,
-// which brings the cookie back if it was cleared) --------------------------------------------------
+// which brings the cookie back if it was cleared) and, for a person, with them (cocoon.models.Preference)
 const rememberLanguage = (language) => {
   localStorage.setItem("cocoon.language", language);
   document.cookie = `django_language=${language}; path=/; max-age=31536000; samesite=lax`;
@@ -18,9 +18,12 @@ if (storedLanguage && !document.cookie.split("; ").some((c) => c.startsWith("dja
   if (storedLanguage !== document.body.dataset.language) location.reload();
 }
 const switcher = document.querySelector("[data-language-switch]");
+// The page again with ?lang=: the server keeps the choice in the cookie and, for a person, with them.
 switcher?.addEventListener("change", () => {
   rememberLanguage(switcher.value);
-  location.reload();
+  const url = new URL(location.href);
+  url.searchParams.set("lang", switcher.value);
+  location.assign(url);
 });
 
 // -- blocked agents: a badge, a counter in the title, and (if allowed) a notification -------------

@@ -288,3 +288,59 @@ def test_codex_whose_key_is_refused_is_an_error_with_its_fix_never_done(toolbox_
     assert [item["kind"] for item in items] == ["agent_failed"], items
     assert "Settings → Providers" in items[0]["title"]
     toolbox_cocoond.call("agent.kill", {"agentId": agent["id"]})
+
+
+@pytest.mark.e2e
+def test_a_first_claude_code_spawn_from_the_ui_says_the_key_is_missing_and_works_once_it_is_entered(
+    toolbox_cocoond, docker_client, sandbox_image
+):
+    """Issue #37: on a server without a provider key the spawn form says so before the click and offers
+    the field; the key entered there (into the vault), the next spawn from the page reaches the stand-in
+    through the credential proxy and is done."""
+    import re
+
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.conftest import CHROMIUM
+    from tests.test_ui_browser import log_in
+
+    cocoond = toolbox_cocoond
+    sandbox = cocoond.call(
+        "sandbox.create", {"network": "egress", "image": sandbox_image}
+    )  # starts the proxy
+    outbound = docker_client.networks.get(f"{cocoond.instance}-outbound")
+    llm = AnthropicStandIn(outbound.attrs["IPAM"]["Config"][0]["Gateway"])
+    anthropic = {"kind": "anthropic", "baseUrl": llm.url, "secret": "ANTHROPIC_API_KEY", "auth": "x-api-key"}
+    cocoond.call("settings.update", {"providers": {"anthropic": anthropic}})
+    real_key = "sk-ant-entered-in-the-ui-0123456789"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            log_in(page, cocoond, cocoond.token)
+            page.goto(f"{cocoond.url}/sandboxes/{sandbox['id']}/")
+            expect(page.locator("[data-without-provider]")).to_contain_text("claude-code")
+            page.get_by_label("Key for ANTHROPIC_API_KEY").fill(real_key)
+            page.locator('[data-provider-key="ANTHROPIC_API_KEY"] button').click()
+            expect(page.locator(".messages")).to_contain_text("Secret ANTHROPIC_API_KEY saved.")
+            expect(page.locator('[data-provider-key="ANTHROPIC_API_KEY"]')).to_have_count(0)
+            page.get_by_label("Profile").select_option("claude-code")
+            page.get_by_label("Prompt").fill("Say hello.")
+            page.get_by_role("button", name="Spawn agent").click()
+            page.wait_for_url(re.compile(r"/agents/ag_[a-z0-9]+/"))
+            agent_id = page.url.rstrip("/").rsplit("/", 1)[-1]
+            expect(page.locator('h1 [data-field="name"]')).to_have_text("Say hello.")
+            browser.close()
+        done, screen = wait(cocoond, {"id": agent_id}, "done", llm)
+        assert done["statusSource"] == "hook"
+        assert "Hello from the stand-in." in screen
+        keys = {
+            request["headers"].get("x-api-key") or request["headers"].get("X-Api-Key")
+            for request in llm.requests
+        }
+        assert keys == {real_key}  # the one entered, sent by the proxy alone
+    finally:
+        cocoond.post("sandbox.delete", {"sandboxId": sandbox["id"]})
+        cocoond.call("settings.reset", {"keys": ["providers.anthropic"]})
+        cocoond.post("secrets.delete", {"name": "ANTHROPIC_API_KEY"})
+        llm.close()

@@ -596,8 +596,18 @@ def test_the_spawn_form_says_before_the_click_which_profiles_have_no_provider_ke
     assert "data-without-provider" in warning
     assert "No provider has a key for claude-code, codex" in warning
     assert 'href="/settings/providers"' in warning
-    vault.set_secret("ANTHROPIC_API_KEY", "sk-ant-test-0123456789abcdefghij", actor=SYSTEM_ACTOR)
+    # The key is set right there (into the vault), and the page comes back without the warning for it.
+    assert 'data-provider-key="ANTHROPIC_API_KEY"' in warning
+    assert 'data-provider-key="ANTHROPIC_API_KEY"' in client.get("/").content.decode()  # the checklist's
+    saved = client.post(
+        "/settings/secrets",
+        {"name": "ANTHROPIC_API_KEY", "value": "sk-ant-test-0123456789abcdefghij", "next": "/agents/"},
+    )
+    assert saved["Location"] == "/agents/"
     page = client.get("/agents/").content.decode()
+    assert 'data-provider-key="ANTHROPIC_API_KEY"' not in page
+    agent_client, _agent = logged_in(TokenScope.AGENT)  # not an admin's: no field to set it
+    assert "data-provider-key" not in agent_client.get("/agents/").content.decode()
     assert "No provider has a key for codex:" in page
     vault.set_secret("OPENAI_API_KEY", "sk-test-0123456789abcdefghij", actor=SYSTEM_ACTOR)
     assert "data-without-provider" not in client.get("/agents/").content.decode()

@@ -15,7 +15,7 @@ from attention.answers import REPLY_MAX
 from scheduling.choices import TaskStatus
 from ui.filters import filtered
 from ui.usage_views import BudgetForm, budget_section, money, set_budget
-from ui.web import actor_of, call, done, method_of, page, profiles, show
+from ui.web import actor_of, call, done, method_of, missing_keys, page, profiles, show
 from usage.choices import Scope
 
 
@@ -58,8 +58,9 @@ def spawn_options(request: HttpRequest) -> dict[str, Any]:
     listed = profiles(request)
     return {
         "profiles": [profile["name"] for profile in listed],
-        # Said before the click: the agent of such a profile could not log in.
+        # Said before the click: the agent of such a profile could not log in, and the key to set.
         "without_provider": [profile["name"] for profile in listed if profile["providerMissing"]],
+        "missing_keys": missing_keys(request, listed),
         "providers": providers,
     }
 

@@ -15,7 +15,7 @@ from agents.choices import AgentStatus
 from attention.feed import ended_unexpectedly
 from cocoon.setup import CHECKS
 from ui.agent_views import cards
-from ui.web import call, done, method_of, page, show
+from ui.web import call, done, method_of, missing_keys, page, show
 
 FLEET_PAGE_SIZE = 48
 # The wall's order: what waits for a person first, then what ended badly, what runs, what ended well.
@@ -56,6 +56,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     needs_you = [item | {"opened": parse_datetime(item["openedAt"])} for item in items]
     context = {
         "setup": call(request, "system.setup_status"),
+        "missing_keys": missing_keys(request),
         "needs_you": needs_you,
         "sandboxes": sandboxes,
         "pool": call(request, "system.info")["pool"],

@@ -77,6 +77,15 @@ def profiles(request: HttpRequest) -> list[dict[str, Any]]:
     return call(request, "profile.list")
 
 
+def missing_keys(request: HttpRequest, listed: list[dict[str, Any]] | None = None) -> list[str]:
+    """The secrets an admin may set right where a missing provider key is reported (the spawn form, the
+    checklist): the first secret each profile without a provider names."""
+    if not actor_of(request).is_admin:
+        return []
+    missing = [profile["secrets"][0] for profile in listed or profiles(request) if profile["providerMissing"]]
+    return list(dict.fromkeys(missing))
+
+
 def form_number(raw: str) -> int | float | str:
     """A form's number; what is none is passed on as it is, for the schema to answer a field error."""
     for kind in (int, float):

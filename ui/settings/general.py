@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 from cocoon.choices import NetworkMode
 from cocoon.i18n import LANGUAGES
 from ui.settings.forms import Field, settings_form
-from ui.web import call, page
+from ui.web import call, missing_keys, page
 
 GENERAL_FIELDS = [
     Field("general.language", _("Default language"), "choice", tuple(LANGUAGES)),
@@ -32,5 +32,9 @@ GENERAL_FIELDS = [
 @page(admin=True)
 def general(request: HttpRequest) -> HttpResponse:
     # The checklist too: the dashboard shows it only until everything is ready.
-    extra = {"section": "general", "setup": call(request, "system.setup_status")}
+    extra = {
+        "section": "general",
+        "setup": call(request, "system.setup_status"),
+        "missing_keys": missing_keys(request),
+    }
     return settings_form(request, GENERAL_FIELDS, "ui/settings/general.html", extra)

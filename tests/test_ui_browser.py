@@ -285,3 +285,32 @@ def test_a_sandbox_page_offers_start_or_stop_as_its_state_changes_live(admin, se
     expect(stop).to_be_visible()
     expect(start).to_be_hidden()
     assert admin.evaluate("window.notReloaded") is True
+
+
+def test_names_search_and_a_refused_form_in_the_browser(admin, server, sandbox_id):
+    """Issue #37: an agent is renamed from its page and found by its name, a list narrows to what the
+    search asks, and a refused create comes back with what was typed."""
+    agent = server.call("agent.spawn", {"sandboxId": sandbox_id, "profile": "shell", "name": "first try"})
+    admin.goto(f"{server.url}/agents/{agent['id']}/")
+    admin.locator("#ag-name").fill("release notes")
+    admin.get_by_role("button", name="Rename").click()
+    expect(admin.locator(".messages")).to_contain_text("Renamed.")
+    expect(admin.locator('h1 [data-field="name"]')).to_have_text("release notes")
+
+    admin.goto(f"{server.url}/agents/")
+    admin.get_by_role("searchbox", name="Search").fill("RELEASE")
+    admin.get_by_role("button", name="Filter").click()
+    cards = admin.locator("ul.cards > li.card")
+    expect(cards).to_have_count(1)
+    expect(cards.first.locator('[data-field="name"]')).to_have_text("release notes")
+    expect(cards.first.locator('[data-field="status"]')).to_have_attribute("title", re.compile(r"^[a-z]+$"))
+
+    admin.goto(f"{server.url}/sandboxes/")
+    admin.get_by_label("Name", exact=True).fill("ui-e2e")  # taken: the module's sandbox
+    admin.get_by_label("Repository URL").fill("https://forge.invalid/kept.git")
+    admin.get_by_label("Network", exact=True).select_option("none")
+    admin.get_by_role("button", name="Create sandbox").click()
+    expect(admin.locator("#form-errors")).to_contain_text("ui-e2e")
+    expect(admin.get_by_label("Repository URL")).to_have_value("https://forge.invalid/kept.git")
+    expect(admin.get_by_label("Name", exact=True)).to_have_value("ui-e2e")
+    server.call("agent.kill", {"agentId": agent["id"]})

@@ -109,9 +109,14 @@ def test_a_blocked_shell_agent_is_answered_from_the_link_in_its_email(cocoond, s
             cocoond.call("settings.reset", {"keys": ["notifications.channels.e2e-mail"]})
 
 
-def test_the_dashboard_follows_a_new_agent_its_question_and_an_answer_from_its_card(cocoond, sandbox):
+def test_the_dashboard_follows_a_new_agent_its_question_and_an_answer_from_its_card(
+    start_cocoond, sandbox_image
+):
     """Issue #37: the "Needs you" list and the wall follow the events without a reload, and a blocked
-    agent is answered from its card with the answers of its profile."""
+    agent is answered from its card with the answers of its profile. A server of its own: the shared
+    one's dashboard holds other tests' items, and its wall may be paged (a paged wall is not added to)."""
+    cocoond = start_cocoond()
+    sandbox = cocoond.call("sandbox.create", {"network": "none", "image": sandbox_image})
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         page = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()

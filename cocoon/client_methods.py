@@ -385,6 +385,29 @@ class Methods:
             _params({"id": id, "name": name, "quotas": quotas, "serverSecrets": server_secrets}),
         )
 
+    def projects_create_token(
+        self,
+        *,
+        project: str,
+        name: str,
+        expires_in_days: int | None = None,
+        sandboxes: str | None = None,
+        ceilings: dict | None = None,
+    ) -> Any:
+        """Create an agent token of a project (for a CI job, a bot, a steering agent outside cocoon): it acts in that project alone, on all its sandboxes or only those it makes, within its ceilings. The plain token is in this answer only. For admins and the project's owners."""
+        return self.call(
+            "projects.create_token",
+            _params(
+                {
+                    "project": project,
+                    "name": name,
+                    "expiresInDays": expires_in_days,
+                    "sandboxes": sandboxes,
+                    "ceilings": ceilings,
+                }
+            ),
+        )
+
     def projects_delete_secret(self, *, project: str, name: str) -> Any:
         """Delete a project's own secret: its sandboxes get the server's of that name again where the project may use them, else none. For admins and the project's owners."""
         return self.call("projects.delete_secret", _params({"project": project, "name": name}))
@@ -415,6 +438,10 @@ class Methods:
         """Revoke an invitation not used yet: its link opens nothing any more."""
         return self.call("projects.revoke_invite", _params({"project": project, "inviteId": invite_id}))
 
+    def projects_revoke_token(self, *, project: str, token_id: str) -> Any:
+        """Revoke one of a project's own tokens (and the steering agents' tokens made below it); it stops working at once. For admins and the project's owners."""
+        return self.call("projects.revoke_token", _params({"project": project, "tokenId": token_id}))
+
     def projects_secrets(self, *, project: str) -> Any:
         """The names of a project's own secrets (values are never returned). For its sandboxes they stand before the server's of the same name; the server's are used only where an admin lets the project (serverSecrets). For admins and the project's owners."""
         return self.call("projects.secrets", _params({"project": project}))
@@ -428,6 +455,10 @@ class Methods:
     def projects_set_secret(self, *, project: str, name: str, value: str) -> Any:
         """Create or replace a project's own secret (its ANTHROPIC_API_KEY, GITHUB_TOKEN, a provider's key): encrypted at rest, never returned, used for the project's sandboxes only. For admins and the project's owners."""
         return self.call("projects.set_secret", _params({"project": project, "name": name, "value": value}))
+
+    def projects_tokens(self, *, project: str) -> Any:
+        """A project's own tokens (its agent tokens, steering agents' among them; a person's own are theirs), without their values. For admins and the project's owners."""
+        return self.call("projects.tokens", _params({"project": project}))
 
     def projects_update(
         self,
@@ -1295,6 +1326,29 @@ class AsyncMethods:
             _params({"id": id, "name": name, "quotas": quotas, "serverSecrets": server_secrets}),
         )
 
+    async def projects_create_token(
+        self,
+        *,
+        project: str,
+        name: str,
+        expires_in_days: int | None = None,
+        sandboxes: str | None = None,
+        ceilings: dict | None = None,
+    ) -> Any:
+        """Create an agent token of a project (for a CI job, a bot, a steering agent outside cocoon): it acts in that project alone, on all its sandboxes or only those it makes, within its ceilings. The plain token is in this answer only. For admins and the project's owners."""
+        return await self.call(
+            "projects.create_token",
+            _params(
+                {
+                    "project": project,
+                    "name": name,
+                    "expiresInDays": expires_in_days,
+                    "sandboxes": sandboxes,
+                    "ceilings": ceilings,
+                }
+            ),
+        )
+
     async def projects_delete_secret(self, *, project: str, name: str) -> Any:
         """Delete a project's own secret: its sandboxes get the server's of that name again where the project may use them, else none. For admins and the project's owners."""
         return await self.call("projects.delete_secret", _params({"project": project, "name": name}))
@@ -1325,6 +1379,10 @@ class AsyncMethods:
         """Revoke an invitation not used yet: its link opens nothing any more."""
         return await self.call("projects.revoke_invite", _params({"project": project, "inviteId": invite_id}))
 
+    async def projects_revoke_token(self, *, project: str, token_id: str) -> Any:
+        """Revoke one of a project's own tokens (and the steering agents' tokens made below it); it stops working at once. For admins and the project's owners."""
+        return await self.call("projects.revoke_token", _params({"project": project, "tokenId": token_id}))
+
     async def projects_secrets(self, *, project: str) -> Any:
         """The names of a project's own secrets (values are never returned). For its sandboxes they stand before the server's of the same name; the server's are used only where an admin lets the project (serverSecrets). For admins and the project's owners."""
         return await self.call("projects.secrets", _params({"project": project}))
@@ -1342,6 +1400,10 @@ class AsyncMethods:
         return await self.call(
             "projects.set_secret", _params({"project": project, "name": name, "value": value})
         )
+
+    async def projects_tokens(self, *, project: str) -> Any:
+        """A project's own tokens (its agent tokens, steering agents' among them; a person's own are theirs), without their values. For admins and the project's owners."""
+        return await self.call("projects.tokens", _params({"project": project}))
 
     async def projects_update(
         self,

@@ -370,6 +370,64 @@ def projects_revoke_invite(call: Call) -> dict[str, Any]:
 
 
 @registry.method(
+    "projects.tokens",
+    reads=True,
+    description="A project's own tokens (its agent tokens, steering agents' among them; a person's own are "
+    "theirs), without their values. For admins and the project's owners.",
+    params=obj({"project": PROJECT_ID}, required=("project",)),
+    result=array(TOKEN),
+)
+def projects_tokens(call: Call) -> list[dict[str, Any]]:
+    tenancy.check_manages(call.actor, call.params["project"])
+    return [serialize_token(token) for token in tokens.project_tokens(call.params["project"])]
+
+
+@registry.method(
+    "projects.create_token",
+    description="Create an agent token of a project (for a CI job, a bot, a steering agent outside cocoon): "
+    "it acts in that project alone, on all its sandboxes or only those it makes, within its ceilings. The "
+    "plain token is in this answer only. For admins and the project's owners.",
+    params=obj(
+        {
+            "project": PROJECT_ID,
+            "name": NAME,
+            "expiresInDays": integer(minimum=1, maximum=MAX_TOKEN_DAYS),
+            "sandboxes": TOKEN_SANDBOXES,
+            "ceilings": CEILINGS,
+        },
+        required=("project", "name"),
+    ),
+    result=CREATED_TOKEN,
+)
+def projects_create_token(call: Call) -> dict[str, Any]:
+    params, days = call.params, call.params.get("expiresInDays")
+    tenancy.check_manages(call.actor, params["project"])
+    token, plain = tokens.create_token(
+        params["name"],
+        TokenScope.AGENT,
+        actor=call.actor,
+        expires_in=timedelta(days=days) if days else None,
+        project=params["project"],
+        own_sandboxes=params.get("sandboxes") == "own",
+        ceilings=params.get("ceilings"),
+    )
+    return serialize_created_token(token, plain)
+
+
+@registry.method(
+    "projects.revoke_token",
+    description="Revoke one of a project's own tokens (and the steering agents' tokens made below it); it "
+    "stops working at once. For admins and the project's owners.",
+    params=obj({"project": PROJECT_ID, "tokenId": ID}, required=("project", "tokenId")),
+    result=EMPTY,
+)
+def projects_revoke_token(call: Call) -> dict[str, Any]:
+    tenancy.check_manages(call.actor, call.params["project"])
+    tokens.revoke_token(call.params["tokenId"], actor=call.actor, project=call.params["project"])
+    return {}
+
+
+@registry.method(
     "projects.secrets",
     reads=True,
     description="The names of a project's own secrets (values are never returned). For its sandboxes they "

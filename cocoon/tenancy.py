@@ -290,12 +290,13 @@ def person(user: Any, *, token_id: str, name: str, project: str | None = None) -
 
 
 def check_manages(actor: Actor, project: str) -> None:
-    """Who may change a project's members: a server admin, or an owner of it (not_found for a project
-    actor may not see; forbidden for one of its own it does not own)."""
+    """Who may change a project's members, secrets and tokens: a server admin, or an owner of it
+    (not_found for a project actor may not see; forbidden for one of its own it does not own)."""
     project_named(project, actor)
     if not actor.is_admin and actor.role != Role.OWNER:
         raise Forbidden(
-            _("Only an owner of project %(id)s or an admin changes its members and secrets."), id=project
+            _("Only an owner of project %(id)s or an admin changes its members, secrets and tokens."),
+            id=project,
         )
 
 

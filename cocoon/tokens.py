@@ -186,13 +186,20 @@ def end_steering(agent_id: str) -> None:
             _revoke(token, SYSTEM_ACTOR)
 
 
-def revoke_token(token_id: str, *, actor: Actor, own: bool = False) -> None:
-    """Revoke a token (if own, one of actor's person's own only: another's is not found), and every
-    steering token made below it."""
+def project_tokens(project: str) -> list[ApiToken]:
+    """A project's own tokens: its agent tokens (a person's own are theirs, not the project's)."""
+    return list(ApiToken.objects.filter(scope=TokenScope.AGENT, project_id=project))
+
+
+def revoke_token(token_id: str, *, actor: Actor, own: bool = False, project: str | None = None) -> None:
+    """Revoke a token (if own, one of actor's person's own only; with project, one of that project's own
+    only: another is not found), and every steering token made below it."""
     with transaction.atomic():
         tokens = ApiToken.objects.all()
         if own:
             tokens = tokens.filter(user_id=actor.user) if actor.user is not None else tokens.none()
+        if project is not None:
+            tokens = tokens.filter(scope=TokenScope.AGENT, project_id=project)
         token = get_or_not_found(tokens, token_id, _("Token %(id)s does not exist."), id=token_id)
         other_admins = ApiToken.objects.live().filter(scope=TokenScope.ADMIN).exclude(pk=token.pk)
         if token.scope == TokenScope.ADMIN and not settings.COCOON_TOKEN and not other_admins.exists():

@@ -211,6 +211,56 @@ def test_a_projects_owner_keeps_its_own_secrets_and_an_admin_lets_it_use_the_ser
     assert not ProjectSecret.objects.filter(project_id="team-s").exists()
 
 
+def test_a_projects_owner_makes_and_revokes_its_own_tokens_and_nobody_else_does():
+    """Issue #30: owners make their project's agent tokens (a CI job's, a bot's): shown once, acting in
+    that project alone; members, the project's own tokens and another project's owners make none, and a
+    project revokes only its own."""
+    import re
+
+    from cocoon.auth import user_actor
+    from cocoon.errors import Forbidden, NotFound
+    from cocoon.models import ApiToken, Membership, RevokedToken
+    from cocoon.registry import registry
+
+    for project in ("team-t", "team-u"):
+        Project.objects.create(id=project, name=project)
+    owner = get_user_model().objects.create_user("owner-t", password="pw-owner-t")
+    member = get_user_model().objects.create_user("member-t", password="pw-member-t")
+    Membership.objects.create(project_id="team-t", user=owner, role="owner")
+    Membership.objects.create(project_id="team-t", user=member, role="member")
+    client = Client()
+    client.post("/login", {"username": "owner-t", "password": "pw-owner-t"})
+    page = client.post(
+        "/projects/team-t/members", {"tokenName": "ci", "ownSandboxes": "1", "expiresInDays": "30"}
+    ).content.decode()
+    plain = re.search(r'<code id="created-token">([^<]+)</code>', page).group(1)
+    made = tokens.authenticate(plain)
+    assert (made.project, made.own_only, made.scope, made.role) == ("team-t", True, "agent", "")
+    listed = client.get("/projects/team-t/members").content.decode()
+    assert f'data-token="{made.token_id}"' in listed
+    assert plain not in listed  # shown that once only
+
+    def dispatch(method: str, params: dict, actor) -> dict:
+        return registry.dispatch(method, params, actor, "en")
+
+    count = ApiToken.objects.count()
+    with pytest.raises(NotFound):  # another project's: not even seen
+        dispatch("projects.create_token", {"project": "team-u", "name": "x"}, user_actor(owner, "team-t"))
+    with pytest.raises(Forbidden):
+        dispatch("projects.create_token", {"project": "team-t", "name": "x"}, user_actor(member, "team-t"))
+    with pytest.raises(Forbidden):  # a token of the project (a steering agent's, a bot's) makes no token
+        dispatch("projects.create_token", {"project": "team-t", "name": "x"}, made)
+    assert ApiToken.objects.count() == count
+    other, _other_plain = tokens.create_token("other", TokenScope.AGENT, project="team-u")
+    client.post("/projects/team-t/members", {"revokeToken": other.id})
+    assert ApiToken.objects.filter(pk=other.pk).exists()  # not the project's: not found
+    revoked = client.post("/projects/team-t/members", {"revokeToken": made.token_id}, follow=True)
+    assert "Token revoked." in revoked.content.decode()
+    # (The token cache forgets it once the revocation commits; this test's transaction never does.)
+    assert not ApiToken.objects.filter(pk=made.token_id).exists()
+    assert RevokedToken.objects.filter(token_id=made.token_id).exists()
+
+
 def test_an_invitation_link_makes_a_member_once_and_then_opens_nothing():
     from datetime import timedelta
 

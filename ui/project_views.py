@@ -1,5 +1,5 @@
-"""A person's projects: which one their session works in (the sidebar's switch), and a project's members
-and own secrets."""
+"""A person's projects: which one their session works in (the sidebar's switch), and a project's members,
+own secrets and own tokens."""
 
 from typing import Any
 
@@ -10,7 +10,18 @@ from django.views.decorators.http import require_POST
 
 from cocoon.auth import SESSION_PROJECT_KEY
 from cocoon.choices import Role
-from ui.web import QUOTA_FIELDS, actor_of, back, call, done, page, quotas_from, secret_posted, show
+from ui.web import (
+    QUOTA_FIELDS,
+    actor_of,
+    back,
+    call,
+    done,
+    form_number,
+    page,
+    quotas_from,
+    secret_posted,
+    show,
+)
 
 # A person's share of the project's quotas (a day's spend is the project's alone).
 SHARE_FIELDS = [name for name in QUOTA_FIELDS if name != "dailyCost"]
@@ -29,8 +40,17 @@ def switch_project(request: HttpRequest) -> HttpResponseRedirect:
 @page()
 def members(request: HttpRequest, project: str) -> HttpResponse:
     created: dict[str, Any] | None = None
+    created_token: dict[str, Any] | None = None
     if request.method == "POST" and "invite" in request.POST:
         created = call(request, "projects.invite", project=project, role=request.POST.get("invite", ""))
+    elif request.method == "POST" and "tokenName" in request.POST:
+        reach = {"sandboxes": "own"} if request.POST.get("ownSandboxes") else {}
+        days = {"expiresInDays": form_number(raw)} if (raw := request.POST.get("expiresInDays", "")) else {}
+        name = request.POST["tokenName"].strip()
+        created_token = call(request, "projects.create_token", project=project, name=name, **reach, **days)
+    elif request.method == "POST" and "revokeToken" in request.POST:
+        call(request, "projects.revoke_token", project=project, tokenId=request.POST["revokeToken"])
+        return done(request, request.path, _("Token revoked."))
     elif request.method == "POST" and "revokeInvite" in request.POST:
         call(request, "projects.revoke_invite", project=project, inviteId=request.POST["revokeInvite"])
         return done(request, request.path, _("The invitation was revoked."))
@@ -56,5 +76,7 @@ def members(request: HttpRequest, project: str) -> HttpResponse:
         "secrets": call(request, "projects.secrets", project=project) if manages else [],
         "invites": call(request, "projects.invites", project=project) if manages else [],
         "created_invite": created,  # its link is shown this once
+        "tokens": call(request, "projects.tokens", project=project) if manages else [],
+        "created_token": created_token,  # the plain token is shown this once
     }
     return show(request, "ui/members.html", context)

@@ -94,6 +94,28 @@ def main() -> None:
             responses.append(timing["response"])
         rows = page.locator("[data-agent]").count(), page.locator("tr[data-sandbox]").count()
 
+        # What a live piece costs (an agent's card rendered for the dashboard to swap in) next to the API's
+        # answer about the same agent, and a searched list next to the whole one.
+        card_agent = page.locator(".card[data-agent]").first.get_attribute("data-agent")
+        pieces = {
+            "agent card (GET /agents/<id>/card)": lambda: page.request.get(
+                f"{server.url}/agents/{card_agent}/card"
+            ),
+            "agent.get over RPC": lambda: page.request.post(
+                f"{server.url}/v1/rpc/agent.get",
+                data={"agentId": card_agent},
+                headers={"Authorization": f"Bearer {server.token}"},
+            ),
+            "agents page, all 200": lambda: page.request.get(f"{server.url}/agents/"),
+            "agents page, searched (?q=bench-7)": lambda: page.request.get(f"{server.url}/agents/?q=bench-7"),
+        }
+        piece_ms: dict[str, list[float]] = {name: [] for name in pieces}
+        for _ in range(args.loads * 3):
+            for name, fetch in pieces.items():  # interleaved: no one of them gets the quiet moments
+                started = time.perf_counter()
+                assert fetch().ok, name
+                piece_ms[name].append((time.perf_counter() - started) * 1000)
+
         sandbox = server.call("sandbox.create", {"network": "none"})
         agent = server.call("agent.spawn", {"sandboxId": sandbox["id"], "profile": "shell"})
         page.goto(f"{server.url}/agents/{agent['id']}/")
@@ -131,6 +153,14 @@ def main() -> None:
     print(f"{'':<44} {'median ms':>9} {'p95 ms':>7}")
     print(summary("first contentful paint", paints))
     print(summary("HTML response complete", responses))
+    print(f"\nlive pieces and searched lists, {args.loads * 3} requests each\n")
+    print(f"{'':<44} {'median ms':>9} {'p95 ms':>7} {'ratio':>7}")
+    baselines = {"agent card (GET /agents/<id>/card)": "agent.get over RPC"}
+    baselines["agents page, searched (?q=bench-7)"] = "agents page, all 200"
+    for name, values in piece_ms.items():
+        base = baselines.get(name)
+        ratio = statistics.median(values) / statistics.median(piece_ms[base]) if base else 1.0
+        print(f"{summary(name, values)} {ratio:>6.2f}x")
     print(f"\nkeystroke echo of a shell agent, {args.keys} keys each\n")
     print(f"{'':<44} {'median ms':>9} {'p95 ms':>7}")
     print(summary("browser: keydown to glyph in xterm DOM", browser_ms))

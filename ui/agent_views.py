@@ -116,7 +116,9 @@ def agent(request: HttpRequest, agent_id: str) -> HttpResponse:
 def agent_card(request: HttpRequest, agent_id: str) -> HttpResponse:
     """One agent's card as it is now, for a page that shows it live (app.js: a new agent, or one whose
     card needs its answers)."""
-    context = cards(request, [call(request, "agent.get", agentId=agent_id)])
+    current = call(request, "agent.get", agentId=agent_id)
+    sandbox = call(request, "sandbox.get", sandboxId=current["sandboxId"])
+    context = cards(request, [current], {sandbox["id"]: sandbox["name"]})
     return render(request, "ui/_agent_card.html", context | {"agent": context["agents"][0]})
 
 

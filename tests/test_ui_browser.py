@@ -314,3 +314,14 @@ def test_names_search_and_a_refused_form_in_the_browser(admin, server, sandbox_i
     expect(admin.get_by_label("Repository URL")).to_have_value("https://forge.invalid/kept.git")
     expect(admin.get_by_label("Name", exact=True)).to_have_value("ui-e2e")
     server.call("agent.kill", {"agentId": agent["id"]})
+
+
+def test_a_spawn_whose_profile_has_no_provider_key_says_so_on_the_agents_page(admin, server, sandbox_id):
+    """Issue #37: a spawn's warnings (agent.spawn's result) reach the person who clicked, on the agent's
+    page; this server has no provider key."""
+    admin.goto(f"{server.url}/sandboxes/{sandbox_id}/")
+    admin.get_by_label("Profile").select_option("claude-code")
+    admin.get_by_role("button", name="Spawn agent").click()
+    admin.wait_for_url(re.compile(r"/agents/ag_[a-z0-9]+/"))
+    expect(admin.locator(".messages")).to_contain_text("No provider has a key for profile claude-code")
+    server.call("agent.kill", {"agentId": admin.url.rstrip("/").rsplit("/", 1)[-1]})

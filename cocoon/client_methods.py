@@ -809,8 +809,8 @@ class Methods:
         *,
         name: str,
         scope: str,
-        expires_in_days: int | None = None,
         project: str | None = None,
+        expires_in_days: int | None = None,
         sandboxes: str | None = None,
         ceilings: dict | None = None,
     ) -> Any:
@@ -819,10 +819,10 @@ class Methods:
             "tokens.create",
             _params(
                 {
-                    "name": name,
                     "scope": scope,
-                    "expiresInDays": expires_in_days,
                     "project": project,
+                    "name": name,
+                    "expiresInDays": expires_in_days,
                     "sandboxes": sandboxes,
                     "ceilings": ceilings,
                 }
@@ -1756,8 +1756,8 @@ class AsyncMethods:
         *,
         name: str,
         scope: str,
-        expires_in_days: int | None = None,
         project: str | None = None,
+        expires_in_days: int | None = None,
         sandboxes: str | None = None,
         ceilings: dict | None = None,
     ) -> Any:
@@ -1766,10 +1766,10 @@ class AsyncMethods:
             "tokens.create",
             _params(
                 {
-                    "name": name,
                     "scope": scope,
-                    "expiresInDays": expires_in_days,
                     "project": project,
+                    "name": name,
+                    "expiresInDays": expires_in_days,
                     "sandboxes": sandboxes,
                     "ceilings": ceilings,
                 }

@@ -54,6 +54,15 @@ from cocoon.tasks import prune_activity
 NAME = string(minLength=1, maxLength=100)
 ID = string(minLength=1, maxLength=40)
 MAX_TOKEN_DAYS = 3650
+# What tokens.create and projects.create_token take alike.
+TOKEN_FIELDS = {
+    "name": NAME,
+    # Left out: valid until revoked. Afterwards it answers token_expired.
+    "expiresInDays": integer(minimum=1, maximum=MAX_TOKEN_DAYS),
+    # Which of its project's sandboxes an agent token sees, and the most it may ask for.
+    "sandboxes": TOKEN_SANDBOXES,
+    "ceilings": CEILINGS,
+}
 
 METHOD_INFO = obj(
     {
@@ -220,14 +229,10 @@ def tokens_list(call: Call) -> list[dict[str, Any]]:
     "each sandbox, task or steering agent it makes gets its own out of (ceiling_exceeded past them).",
     params=obj(
         {
-            "name": NAME,
             "scope": enum(TokenScope.ADMIN, TokenScope.AGENT),  # (a person's own: tokens.create_own)
-            # Left out: valid until revoked. Afterwards it answers token_expired.
-            "expiresInDays": integer(minimum=1, maximum=MAX_TOKEN_DAYS),
-            # An agent token's project (left out: the default one), and which of its sandboxes it sees.
+            # An agent token's project (left out: the default one).
             "project": PROJECT_ID,
-            "sandboxes": TOKEN_SANDBOXES,
-            "ceilings": CEILINGS,
+            **TOKEN_FIELDS,
         },
         required=("name", "scope"),
         # An admin token is in every project, and may do anything: a project, sandboxes "own" and
@@ -241,13 +246,18 @@ def tokens_list(call: Call) -> list[dict[str, Any]]:
     admin=True,
 )
 def tokens_create(call: Call) -> dict[str, Any]:
+    return _created_token(call, call.params["scope"], call.params.get("project"))
+
+
+def _created_token(call: Call, scope: str, project: str | None) -> dict[str, Any]:
+    """A token made of TOKEN_FIELDS' params, with its plain value (tokens.create, projects.create_token)."""
     days = call.params.get("expiresInDays")
     token, plain = tokens.create_token(
         call.params["name"],
-        call.params["scope"],
+        scope,
         actor=call.actor,
         expires_in=timedelta(days=days) if days else None,
-        project=call.params.get("project"),
+        project=project,
         own_sandboxes=call.params.get("sandboxes") == "own",
         ceilings=call.params.get("ceilings"),
     )
@@ -387,31 +397,12 @@ def projects_tokens(call: Call) -> list[dict[str, Any]]:
     description="Create an agent token of a project (for a CI job, a bot, a steering agent outside cocoon): "
     "it acts in that project alone, on all its sandboxes or only those it makes, within its ceilings. The "
     "plain token is in this answer only. For admins and the project's owners.",
-    params=obj(
-        {
-            "project": PROJECT_ID,
-            "name": NAME,
-            "expiresInDays": integer(minimum=1, maximum=MAX_TOKEN_DAYS),
-            "sandboxes": TOKEN_SANDBOXES,
-            "ceilings": CEILINGS,
-        },
-        required=("project", "name"),
-    ),
+    params=obj({"project": PROJECT_ID, **TOKEN_FIELDS}, required=("project", "name")),
     result=CREATED_TOKEN,
 )
 def projects_create_token(call: Call) -> dict[str, Any]:
-    params, days = call.params, call.params.get("expiresInDays")
-    tenancy.check_manages(call.actor, params["project"])
-    token, plain = tokens.create_token(
-        params["name"],
-        TokenScope.AGENT,
-        actor=call.actor,
-        expires_in=timedelta(days=days) if days else None,
-        project=params["project"],
-        own_sandboxes=params.get("sandboxes") == "own",
-        ceilings=params.get("ceilings"),
-    )
-    return serialize_created_token(token, plain)
+    tenancy.check_manages(call.actor, call.params["project"])
+    return _created_token(call, TokenScope.AGENT, call.params["project"])
 
 
 @registry.method(

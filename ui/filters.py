@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from ui.labels import LABELS, word
+from ui.labels import word
 
 NAMES = {"status": _("Status"), "state": _("State"), "profile": _("Profile"), "node": _("Node")}
 
@@ -34,7 +34,7 @@ def filtered(
             "value": chosen[key],
             # What the list holds (and what was chosen, if none does any more).
             "choices": [
-                (value, word(key, value) if key in LABELS else value)
+                (value, word(key, value))
                 for value in sorted(
                     {str(item[key]) for item in items if item.get(key)} | {chosen[key]} - {""}
                 )

@@ -49,8 +49,8 @@ LABELS = {"status": STATES, "state": STATES, "rule": RULES, "statusSource": SOUR
 
 
 def word(field: str, value: str) -> str:
-    """The word for a value of a field, in the active language; a value without one as it is."""
-    return str(LABELS[field].get(value, value))
+    """The word for a value of a field, in the active language; a value (or field) without one as it is."""
+    return str(LABELS.get(field, {}).get(value, value))
 
 
 def words() -> dict[str, dict[str, str]]:

@@ -76,7 +76,6 @@ def _nodes_context(request: HttpRequest) -> dict[str, Any]:
         "section": "nodes",
         "nodes": [_row(node) | {"proxy": proxies.get(node["id"], "")} for node in call(request, "node.list")],
         "room_titles": [title for _used, _capacity, title in ROOM],
-        "pem_max": PEM_MAX,
     }
 
 
@@ -90,9 +89,9 @@ def _add_node(request: HttpRequest) -> HttpResponse:
     field."""
     form = request.POST
     params: dict[str, Any] = {"name": form.get("name", "").strip(), "url": form.get("url", "").strip()}
-    labels = dict(line.partition("=")[::2] for line in form.get("labels", "").splitlines() if line.strip())
-    if labels:
-        params["labels"] = {key.strip(): value.strip() for key, value in labels.items()}
+    lines = (line.partition("=") for line in form.get("labels", "").splitlines() if line.strip())
+    if labels := {key.strip(): value.strip() for key, _sep, value in lines}:
+        params["labels"] = labels
     tls = {part: _pem(request, part) for part in TLS_FILES}
     if any(tls.values()):
         params["tls"] = tls  # all three or node.add's field error names what is missing

@@ -28,29 +28,40 @@ PAGE_ERRORS = {ErrorCode.FORBIDDEN: 403, ErrorCode.NOT_FOUND: 404}
 LANGUAGE_COOKIE_AGE_S = 365 * 24 * 3600
 
 
-def ui_language(request: HttpRequest, person: int | None = None) -> str:
+def ui_language(request: HttpRequest, own: str | None = None) -> str:
     """?lang= (which lasts: remember_language keeps it), else the switch's choice (a cookie the browser
-    keeps), else the person's own (on a browser they have not chosen on), else Accept-Language, else the
-    default."""
+    keeps), else the person's own (own_language), else Accept-Language, else the default."""
     return (
         supported(request.GET.get("lang"))
         or supported(request.COOKIES.get(LANGUAGE_COOKIE))
-        or (person is not None and person_language(person))
+        or own
         or language_of_request(request)
     )
 
 
+def own_language(request: HttpRequest, person: int | None) -> str | None:
+    """A person's own language, looked up only for a browser that has chosen none (no ?lang=, no cookie):
+    once it is in that browser's cookie, no page asks again."""
+    if (
+        person is None
+        or supported(request.GET.get("lang"))
+        or supported(request.COOKIES.get(LANGUAGE_COOKIE))
+    ):
+        return None
+    return person_language(person)
+
+
 def remember_language(
-    request: HttpRequest, response: HttpResponse, person: int | None = None
+    request: HttpRequest, response: HttpResponse, person: int | None = None, own: str | None = None
 ) -> HttpResponse:
-    """A choice holds for the next pages: ?lang= is kept in the switch's cookie and with the person; a
-    person's own comes into the cookie of a browser that has none."""
+    """A choice holds for the next pages: ?lang= is kept in the switch's cookie and, when it changes what
+    the browser had, with the person; their own (own_language) comes into the cookie of a browser that
+    has none."""
     chosen = supported(request.GET.get("lang"))
     cookie = supported(request.COOKIES.get(LANGUAGE_COOKIE))
-    own = person_language(person) if person is not None and (chosen or not cookie) else None
-    if chosen and person is not None and chosen != own:
+    if chosen and chosen != cookie and person is not None:
         set_person_language(person, chosen)
-    kept = chosen or (None if cookie else own)
+    kept = chosen or own
     if kept and kept != cookie:
         response.set_cookie(LANGUAGE_COOKIE, kept, max_age=LANGUAGE_COOKIE_AGE_S, samesite="Lax")
     return response
@@ -140,7 +151,8 @@ def page(*, admin: bool = False) -> Callable:
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             actor = session_actor(request.session)
             person = actor.user if actor is not None else None
-            language = ui_language(request, person)
+            own = own_language(request, person)
+            language = ui_language(request, own)
             with translation.override(language):
                 request.LANGUAGE_CODE = language
                 if actor is None:
@@ -152,7 +164,7 @@ def page(*, admin: bool = False) -> Callable:
                     return error_page(request, Forbidden(_("This page needs an admin.")))
                 cast(ActorRequest, request).actor = actor
                 try:
-                    return remember_language(request, view(request, *args, **kwargs), person)
+                    return remember_language(request, view(request, *args, **kwargs), person, own)
                 except CocoonError as error:
                     return _failed(request, error)
 

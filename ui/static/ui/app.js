@@ -18,9 +18,10 @@ if (storedLanguage && !document.cookie.split("; ").some((c) => c.startsWith("dja
   if (storedLanguage !== document.body.dataset.language) location.reload();
 }
 const switcher = document.querySelector("[data-language-switch]");
-// The page again with ?lang=: the server keeps the choice in the cookie and, for a person, with them.
+// The page again with ?lang=: the server keeps the choice in the cookie (so the cookie is left to it
+// here: a changed choice is what it keeps for a person too) and, for a person, with them.
 switcher?.addEventListener("change", () => {
-  rememberLanguage(switcher.value);
+  localStorage.setItem("cocoon.language", switcher.value);
   const url = new URL(location.href);
   url.searchParams.set("lang", switcher.value);
   location.assign(url);
